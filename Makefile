@@ -1,0 +1,193 @@
+# etcd-operator Makefile. Every tool is pinned here and built into bin/ from
+# the Go module proxy; nothing is downloaded as a prebuilt binary.
+
+VERSION ?= 0.1.0
+IMAGE_TAG_BASE ?= ghcr.io/etcd-operator/etcd-operator
+IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
+BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
+CATALOG_IMG ?= $(IMAGE_TAG_BASE)-catalog:v$(VERSION)
+CHANNELS ?= alpha
+DEFAULT_CHANNEL ?= alpha
+# createdAt of the CSV is pinned to the release so `make bundle` is reproducible.
+BUNDLE_CREATED_AT ?= 2026-11-29T00:00:00Z
+# The Kubernetes version the bundle is validated against.
+KUBE_TARGET_VERSION ?= 1.37
+
+# Tool versions.
+CONTROLLER_GEN_VERSION ?= v0.23.0
+KUSTOMIZE_VERSION ?= v5.8.2
+GOLANGCI_LINT_VERSION ?= v2.15.0
+OPERATOR_SDK_VERSION ?= v1.42.2
+OPM_VERSION ?= v1.65.0
+KUBERNETES_VERSION ?= v1.37.2
+# etcd for kube-apiserver and the tests; member images map to these.
+ETCD_VERSION ?= v3.6.16
+
+SHELL = /usr/bin/env bash -o pipefail
+.SHELLFLAGS = -ec
+
+LOCALBIN ?= $(CURDIR)/bin
+GO ?= go
+GOTEST_FLAGS ?= -count=1
+
+CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
+GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+OPERATOR_SDK ?= $(LOCALBIN)/operator-sdk-$(OPERATOR_SDK_VERSION)
+OPM ?= $(LOCALBIN)/opm-$(OPM_VERSION)
+KUBE_APISERVER ?= $(LOCALBIN)/kube-apiserver-$(KUBERNETES_VERSION)
+KUBECTL ?= $(LOCALBIN)/kubectl-$(KUBERNETES_VERSION)
+ETCD ?= $(LOCALBIN)/etcd-$(ETCD_VERSION)
+# envtest looks for binaries by their plain names in one directory.
+ENVTEST_ASSETS ?= $(LOCALBIN)/envtest-$(KUBERNETES_VERSION)-etcd-$(ETCD_VERSION)
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the markers in api/ and controllers/.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate deepcopy methods.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./..."
+
+.PHONY: fmt
+fmt: ## Run go fmt.
+	$(GO) fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet.
+	$(GO) vet ./...
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint.
+	$(GOLANGCI_LINT) run
+
+.PHONY: test
+test: manifests generate $(ENVTEST_ASSETS) ## Run unit tests and the schema tests against a real kube-apiserver.
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test $(GOTEST_FLAGS) ./...
+
+.PHONY: test-e2e
+test-e2e: ## Run the end-to-end suite on the local cluster (arrives with the local cluster).
+	@echo "test-e2e: the local cluster (hack/localcluster) is not built yet; see issue 3" >&2; exit 1
+
+.PHONY: verify
+verify: manifests generate bundle ## Fail when generated files differ from what the sources produce.
+	@if [ -n "$$(git status --porcelain -- api config bundle bundle.Dockerfile)" ]; then \
+		echo "Generated files are out of date; run 'make manifests generate bundle' and commit:"; \
+		git status --porcelain -- api config bundle bundle.Dockerfile; \
+		git --no-pager diff --stat -- api config bundle bundle.Dockerfile; \
+		exit 1; \
+	fi
+
+##@ Build
+
+.PHONY: build
+build: generate fmt vet ## Build the manager binary into bin/manager.
+	CGO_ENABLED=0 $(GO) build -o $(LOCALBIN)/manager ./cmd
+
+.PHONY: run
+run: manifests generate fmt vet ## Run the manager against the cluster in $KUBECONFIG.
+	$(GO) run ./cmd
+
+.PHONY: docker-build
+docker-build: ## Build the operator image (needs a container engine, which these machines lack).
+	docker build -t $(IMG) .
+
+.PHONY: install
+install: manifests $(KUSTOMIZE) $(KUBECTL) ## Install the CRDs into the cluster in $KUBECONFIG.
+	$(KUSTOMIZE) build config/crd | $(KUBECTL) apply --server-side -f -
+
+.PHONY: deploy
+deploy: manifests $(KUSTOMIZE) $(KUBECTL) ## Deploy the operator from config/default to the cluster in $KUBECONFIG.
+	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
+
+##@ Packaging
+
+.PHONY: bundle
+bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate the OLM bundle from config/.
+	$(OPERATOR_SDK) generate kustomize manifests -q
+	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) --channels=$(CHANNELS) --default-channel=$(DEFAULT_CHANNEL)
+	hack/pin-created-at.sh bundle/manifests/etcd-operator.clusterserviceversion.yaml $(BUNDLE_CREATED_AT)
+	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework --optional-values=k8s-version=$(KUBE_TARGET_VERSION)
+
+.PHONY: catalog
+catalog: $(OPM) ## Validate the file-based catalog.
+	$(OPM) validate catalog
+
+##@ Tools
+
+$(LOCALBIN):
+	mkdir -p $(LOCALBIN)
+
+$(CONTROLLER_GEN): | $(LOCALBIN)
+	GOBIN=$(LOCALBIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	mv $(LOCALBIN)/controller-gen $@
+
+$(KUSTOMIZE): | $(LOCALBIN)
+	GOBIN=$(LOCALBIN) $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+	mv $(LOCALBIN)/kustomize $@
+
+$(GOLANGCI_LINT): | $(LOCALBIN)
+	GOBIN=$(LOCALBIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv $(LOCALBIN)/golangci-lint $@
+
+# operator-sdk cannot be `go install`ed (the proxy will not list its
+# versions); hack/tools/operator-sdk requires the exact version. The ldflags
+# are those of its own Makefile; ImageVersion picks the scorecard image tag.
+OPERATOR_SDK_PKG = github.com/operator-framework/operator-sdk
+$(OPERATOR_SDK): hack/tools/operator-sdk/go.mod | $(LOCALBIN)
+	cd hack/tools/operator-sdk && $(GO) build -tags=containers_image_openpgp -o $@ \
+		-ldflags "-s -w \
+		-X '$(OPERATOR_SDK_PKG)/internal/version.Version=$(OPERATOR_SDK_VERSION)' \
+		-X '$(OPERATOR_SDK_PKG)/internal/version.GitVersion=$(OPERATOR_SDK_VERSION)' \
+		-X '$(OPERATOR_SDK_PKG)/internal/version.KubernetesVersion=v1.33.1' \
+		-X '$(OPERATOR_SDK_PKG)/internal/version.ImageVersion=$(OPERATOR_SDK_VERSION)'" \
+		$(OPERATOR_SDK_PKG)/cmd/operator-sdk
+
+OPM_PKG = github.com/operator-framework/operator-registry
+$(OPM): hack/tools/opm/go.mod | $(LOCALBIN)
+	cd hack/tools/opm && CGO_ENABLED=1 $(GO) build -tags=json1,containers_image_openpgp -o $@ \
+		-ldflags "-s -w -X '$(OPM_PKG)/cmd/opm/version.opmVersion=$(OPM_VERSION)'" \
+		$(OPM_PKG)/cmd/opm
+
+# Kubernetes binaries, from hack/kube (k8s.io/kubernetes with its staging
+# modules replaced by their releases).
+KUBE_LDFLAGS = -s -w \
+	-X k8s.io/component-base/version.gitVersion=$(KUBERNETES_VERSION) \
+	-X k8s.io/component-base/version.gitMajor=$(word 1,$(subst ., ,$(KUBERNETES_VERSION:v%=%))) \
+	-X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(KUBERNETES_VERSION:v%=%))) \
+	-X k8s.io/component-base/version.gitTreeState=clean \
+	-X k8s.io/client-go/pkg/version.gitVersion=$(KUBERNETES_VERSION) \
+	-X k8s.io/client-go/pkg/version.gitMajor=$(word 1,$(subst ., ,$(KUBERNETES_VERSION:v%=%))) \
+	-X k8s.io/client-go/pkg/version.gitMinor=$(word 2,$(subst ., ,$(KUBERNETES_VERSION:v%=%))) \
+	-X k8s.io/client-go/pkg/version.gitTreeState=clean
+$(LOCALBIN)/kube-%-$(KUBERNETES_VERSION): hack/kube/go.mod | $(LOCALBIN)
+	cd hack/kube && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-$*
+$(KUBECTL): hack/kube/go.mod | $(LOCALBIN)
+	cd hack/kube && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
+
+# etcd, from hack/etcd/<version> (a main that calls etcdmain.Main).
+$(LOCALBIN)/etcd-%: hack/etcd/%/go.mod | $(LOCALBIN)
+	cd hack/etcd/$* && $(GO) build -o $@ .
+
+$(ENVTEST_ASSETS): $(KUBE_APISERVER) $(ETCD)
+	mkdir -p $@
+	ln -sf $(KUBE_APISERVER) $@/kube-apiserver
+	ln -sf $(ETCD) $@/etcd
+
+.PHONY: envtest-assets
+envtest-assets: $(ENVTEST_ASSETS) ## Build kube-apiserver and etcd for the schema tests.
+
+.PHONY: tools
+tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(GOLANGCI_LINT) $(OPERATOR_SDK) $(OPM) ## Build every pinned tool into bin/.

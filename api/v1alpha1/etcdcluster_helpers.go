@@ -1,0 +1,107 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Condition types of an EtcdCluster.
+const (
+	// ConditionInitialized is True once the cluster has bootstrapped: every
+	// founding member joined and the cluster has an etcd cluster ID.
+	ConditionInitialized = "Initialized"
+
+	// ConditionReady is True when every member is healthy and the cluster
+	// has as many members as spec.replicas.
+	ConditionReady = "Ready"
+
+	// ConditionConfigurationWarning is True when the spec is accepted but
+	// part of it is ignored or questionable; the message says what to change.
+	ConditionConfigurationWarning = "ConfigurationWarning"
+)
+
+// Condition reasons of an EtcdCluster.
+const (
+	// ReasonEmptyDirIgnored: both storage kinds are set and emptyDir is
+	// ignored in favour of volumeClaimTemplate.
+	ReasonEmptyDirIgnored = "EmptyDirIgnored"
+
+	// ReasonNoWarnings: nothing in the spec is ignored.
+	ReasonNoWarnings = "NoWarnings"
+)
+
+// DefaultReplicas is the number of members of a cluster that does not say.
+const DefaultReplicas int32 = 3
+
+// Labels the operator puts on every object it creates for a cluster.
+const (
+	// LabelCluster names the EtcdCluster an object belongs to.
+	LabelCluster = "etcd.aenix.io/cluster"
+
+	// LabelMember names the member a Pod or PersistentVolumeClaim belongs to.
+	LabelMember = "etcd.aenix.io/member"
+)
+
+// DesiredReplicas is spec.replicas, or DefaultReplicas when it is unset (as
+// it is only for objects that did not go through the API server).
+func (c *EtcdCluster) DesiredReplicas() int32 {
+	if c.Spec.Replicas == nil {
+		return DefaultReplicas
+	}
+	return *c.Spec.Replicas
+}
+
+// Quorum is the number of members that must agree for a cluster of n
+// members to make progress.
+func Quorum(n int32) int32 {
+	return n/2 + 1
+}
+
+// UsesPersistentStorage tells whether members get a PersistentVolumeClaim
+// (volumeClaimTemplate set) rather than an emptyDir.
+func (s StorageSpec) UsesPersistentStorage() bool {
+	return s.VolumeClaimTemplate != nil
+}
+
+// EmptyDirIgnored tells whether emptyDir is set but loses to
+// volumeClaimTemplate.
+func (s StorageSpec) EmptyDirIgnored() bool {
+	return s.EmptyDir != nil && s.VolumeClaimTemplate != nil
+}
+
+// DisruptionBudget returns the PodDisruptionBudget bounds a template asks
+// for, exactly one of which is set. An empty template is quorum-safe:
+// minAvailable is the quorum of replicas. When both bounds are given (the
+// schema only accepts that when they agree), minAvailable is used.
+func (t PodDisruptionBudgetTemplate) DisruptionBudget(replicas int32) (minAvailable, maxUnavailable *intstr.IntOrString) {
+	switch {
+	case t.Spec.MinAvailable != nil:
+		v := *t.Spec.MinAvailable
+		return &v, nil
+	case t.Spec.MaxUnavailable != nil:
+		v := *t.Spec.MaxUnavailable
+		return nil, &v
+	default:
+		v := intstr.FromInt32(Quorum(replicas))
+		return &v, nil
+	}
+}
+
+// ClientTLS tells whether members serve clients over TLS.
+func (s *SecuritySpec) ClientTLS() bool {
+	return s != nil && s.TLS != nil && s.TLS.ServerSecret != ""
+}
+
+// PeerTLS tells whether members talk to each other over TLS.
+func (s *SecuritySpec) PeerTLS() bool {
+	return s != nil && s.TLS != nil && s.TLS.PeerSecret != ""
+}
+
+// ClientCertAuth tells whether members require client certificates.
+func (s *SecuritySpec) ClientCertAuth() bool {
+	return s != nil && s.TLS != nil && s.TLS.ClientTrustedCASecret != ""
+}
+
+// AuthEnabled tells whether etcd authentication is asked for.
+func (s *SecuritySpec) AuthEnabled() bool {
+	return s != nil && s.EnableAuth
+}

@@ -1,0 +1,510 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// EtcdClusterSpec is the desired state of an etcd cluster.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.storage) && has(self.storage.volumeClaimTemplate)) == (has(oldSelf.storage) && has(oldSelf.storage.volumeClaimTemplate))",message="spec.storage: the storage kind (emptyDir or volumeClaimTemplate) cannot change on an existing cluster; create a new EtcdCluster with the storage you want and move the data to it"
+// +kubebuilder:validation:XValidation:rule="!has(self.podDisruptionBudgetTemplate) || !has(self.podDisruptionBudgetTemplate.spec) || !has(self.podDisruptionBudgetTemplate.spec.minAvailable) || !has(self.podDisruptionBudgetTemplate.spec.maxUnavailable) || (type(self.podDisruptionBudgetTemplate.spec.minAvailable) == int && type(self.podDisruptionBudgetTemplate.spec.maxUnavailable) == int && self.podDisruptionBudgetTemplate.spec.minAvailable + self.podDisruptionBudgetTemplate.spec.maxUnavailable == self.replicas)",message="spec.podDisruptionBudgetTemplate.spec: minAvailable and maxUnavailable are both set but do not add up to spec.replicas; set only one of them"
+// +kubebuilder:validation:XValidation:rule="!has(self.podDisruptionBudgetTemplate) || !has(self.podDisruptionBudgetTemplate.spec) || !has(self.podDisruptionBudgetTemplate.spec.minAvailable) || type(self.podDisruptionBudgetTemplate.spec.minAvailable) != int || self.podDisruptionBudgetTemplate.spec.minAvailable <= self.replicas",message="spec.podDisruptionBudgetTemplate.spec.minAvailable is more than spec.replicas: set at most spec.replicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.podDisruptionBudgetTemplate) || !has(self.podDisruptionBudgetTemplate.spec) || !has(self.podDisruptionBudgetTemplate.spec.maxUnavailable) || type(self.podDisruptionBudgetTemplate.spec.maxUnavailable) != int || self.podDisruptionBudgetTemplate.spec.maxUnavailable <= self.replicas",message="spec.podDisruptionBudgetTemplate.spec.maxUnavailable is more than spec.replicas: set at most spec.replicas"
+type EtcdClusterSpec struct {
+	// replicas is the number of etcd members. Use an odd number: 3 members
+	// survive the loss of 1, 5 survive the loss of 2. The operator changes
+	// membership one member at a time and never below quorum.
+	//
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=9
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Replicas",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:podCount"}
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// options are etcd command-line flags, written without the leading dashes
+	// (for example election-timeout: "1000"). Flags the operator sets itself
+	// (member name, data directory, URLs, initial cluster, TLS files) cannot be
+	// given here.
+	//
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z0-9]+(-[a-z0-9]+)*$'))",message="spec.options keys are etcd flag names: write them in lower case without the leading dashes, for example election-timeout"
+	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k in ['name', 'data-dir', 'wal-dir', 'config-file', 'listen-peer-urls', 'listen-client-urls', 'listen-client-http-urls', 'listen-metrics-urls', 'initial-advertise-peer-urls', 'advertise-client-urls', 'initial-cluster', 'initial-cluster-state', 'initial-cluster-token', 'discovery', 'discovery-srv', 'discovery-srv-name', 'discovery-token', 'discovery-endpoints', 'force-new-cluster', 'cert-file', 'key-file', 'trusted-ca-file', 'client-cert-auth', 'auto-tls', 'peer-cert-file', 'peer-key-file', 'peer-trusted-ca-file', 'peer-client-cert-auth', 'peer-auto-tls'])",message="spec.options sets a flag the operator owns (name, data-dir, wal-dir, config-file, listen-peer-urls, listen-client-urls, listen-client-http-urls, listen-metrics-urls, initial-advertise-peer-urls, advertise-client-urls, initial-cluster, initial-cluster-state, initial-cluster-token, discovery*, force-new-cluster, cert-file, key-file, trusted-ca-file, client-cert-auth, auto-tls and their peer- forms): remove it; TLS comes from spec.security and the data directory from spec.storage"
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="etcd Options"
+	Options map[string]string `json:"options,omitempty"`
+
+	// storage is where each member keeps its data: an emptyDir (lost with the
+	// Pod; the operator replaces such a member) or one PersistentVolumeClaim
+	// per member from volumeClaimTemplate. When both are given,
+	// volumeClaimTemplate wins and the EtcdCluster reports it with the
+	// ConfigurationWarning condition. Without storage, members use an emptyDir.
+	//
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Storage"
+	Storage StorageSpec `json:"storage,omitempty"`
+
+	// podTemplate shapes every member Pod: its metadata and the Pod spec
+	// fields listed here. A container named etcd is merged into the
+	// operator's etcd container (image, resources, env, probes); any other
+	// container runs beside it.
+	//
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Pod Template"
+	PodTemplate PodTemplate `json:"podTemplate,omitempty"`
+
+	// serviceTemplate is merged over the client Service the operator creates
+	// for the cluster (named after the EtcdCluster).
+	//
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Client Service Template"
+	ServiceTemplate *ServiceTemplate `json:"serviceTemplate,omitempty"`
+
+	// headlessServiceTemplate sets metadata on the headless Service that gives
+	// every member its stable DNS name.
+	//
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Headless Service Template"
+	HeadlessServiceTemplate *HeadlessServiceTemplate `json:"headlessServiceTemplate,omitempty"`
+
+	// podDisruptionBudgetTemplate asks for a PodDisruptionBudget over the
+	// members. An empty template ({}) gives a quorum-safe budget
+	// (minAvailable = replicas/2 + 1); without it no budget is created.
+	//
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="PodDisruptionBudget Template"
+	PodDisruptionBudgetTemplate *PodDisruptionBudgetTemplate `json:"podDisruptionBudgetTemplate,omitempty"`
+
+	// security configures TLS for peer and client traffic and etcd
+	// authentication.
+	//
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Security"
+	Security *SecuritySpec `json:"security,omitempty"`
+}
+
+// EmbeddedObjectMetadata is the metadata the operator copies onto an object it
+// creates from a template.
+type EmbeddedObjectMetadata struct {
+	// labels are added to the object's labels.
+	//
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// annotations are added to the object's annotations.
+	//
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// StorageSpec is where members keep their data.
+type StorageSpec struct {
+	// emptyDir keeps each member's data in an emptyDir volume, lost when the
+	// Pod is deleted. Ignored when volumeClaimTemplate is set.
+	//
+	// +optional
+	EmptyDir *corev1.EmptyDirVolumeSource `json:"emptyDir,omitempty"`
+
+	// volumeClaimTemplate gives each member its own PersistentVolumeClaim,
+	// kept across Pod restarts and deleted when the member is removed.
+	// spec.resources.requests.storage is required; it can grow but never
+	// shrink.
+	//
+	// +optional
+	VolumeClaimTemplate *EmbeddedPersistentVolumeClaim `json:"volumeClaimTemplate,omitempty"`
+}
+
+// EmbeddedPersistentVolumeClaim is the template of each member's
+// PersistentVolumeClaim.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.spec.resources) && has(self.spec.resources.requests) && 'storage' in self.spec.resources.requests",message="spec.storage.volumeClaimTemplate.spec.resources.requests.storage is required: set the size of each member's volume, for example 10Gi"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.spec.resources) || !has(oldSelf.spec.resources.requests) || !('storage' in oldSelf.spec.resources.requests) || !has(self.spec.resources) || !has(self.spec.resources.requests) || !('storage' in self.spec.resources.requests) || quantity(string(self.spec.resources.requests['storage'])).compareTo(quantity(string(oldSelf.spec.resources.requests['storage']))) >= 0",messageExpression="'spec.storage.volumeClaimTemplate.spec.resources.requests.storage cannot shrink from ' + string(oldSelf.spec.resources.requests['storage']) + ' to ' + string(self.spec.resources.requests['storage']) + ': volumes only grow; keep the size or make it larger'"
+type EmbeddedPersistentVolumeClaim struct {
+	// metadata is added to every member's PersistentVolumeClaim.
+	//
+	// +optional
+	EmbeddedObjectMetadata `json:"metadata,omitempty"`
+
+	// spec is the PersistentVolumeClaim spec of every member's volume.
+	Spec corev1.PersistentVolumeClaimSpec `json:"spec"`
+}
+
+// PodTemplate shapes every member Pod.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.metadata) || !has(self.metadata.labels) || !self.metadata.labels.exists(k, k.startsWith('etcd.aenix.io/'))",message="spec.podTemplate.metadata.labels: keys with the etcd.aenix.io/ prefix are set by the operator to identify members; use another prefix"
+type PodTemplate struct {
+	// metadata is added to every member Pod.
+	//
+	// +optional
+	EmbeddedObjectMetadata `json:"metadata,omitempty"`
+
+	// spec holds the Pod spec fields users may set on member Pods.
+	//
+	// +optional
+	Spec PodSpec `json:"spec,omitempty"`
+}
+
+// PodSpec holds the fields of a Pod spec that users may set on member Pods.
+// Each field has the meaning it has in a Pod.
+type PodSpec struct {
+	// imagePullSecrets are the Secrets used to pull the member images.
+	//
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// serviceAccountName is the ServiceAccount member Pods run as.
+	//
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// affinity constrains which nodes members run on and how they spread.
+	//
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// nodeSelector restricts members to nodes with these labels.
+	//
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations let members run on tainted nodes.
+	//
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// securityContext is the Pod-level security context.
+	//
+	// +optional
+	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
+
+	// priorityClassName is the PriorityClass of member Pods.
+	//
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// topologySpreadConstraints spread members across topology domains.
+	//
+	// +optional
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+
+	// terminationGracePeriodSeconds is how long a member gets to stop cleanly.
+	//
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+
+	// schedulerName is the scheduler that places member Pods.
+	//
+	// +optional
+	SchedulerName string `json:"schedulerName,omitempty"`
+
+	// runtimeClassName is the RuntimeClass member Pods run with.
+	//
+	// +optional
+	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
+
+	// readinessGates are extra conditions a member Pod needs to be Ready.
+	//
+	// +optional
+	ReadinessGates []corev1.PodReadinessGate `json:"readinessGates,omitempty"`
+
+	// containers are merged by name into the member Pod: a container named
+	// etcd overrides fields of the operator's etcd container (image,
+	// imagePullPolicy, resources, env, probes, securityContext) but not its
+	// command or args; any other container is added as a sidecar and needs an
+	// image.
+	//
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(c, c.name != 'etcd' || (!has(c.command) && !has(c.args)))",message="the etcd container's command and args are set by the operator: remove them and put etcd flags in spec.options"
+	// +kubebuilder:validation:XValidation:rule="self.all(c, c.name == 'etcd' || has(c.image))",message="every container other than etcd is a sidecar and needs an image: only the etcd container may leave the image to the operator"
+	// +optional
+	Containers []corev1.Container `json:"containers,omitempty"`
+
+	// volumes are added to member Pods, for use by sidecars or extra mounts.
+	// Names starting with etcd- are reserved for the operator's volumes.
+	//
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(v, !v.name.startsWith('etcd-'))",message="volume names starting with etcd- are reserved for the operator's volumes: rename the volume"
+	// +optional
+	Volumes []corev1.Volume `json:"volumes,omitempty"`
+}
+
+// ServiceTemplate is merged over the client Service of the cluster.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.selector)",message="spec.serviceTemplate.spec.selector is set by the operator to select the cluster's members: remove it"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.type) || self.spec.type != 'ExternalName'",message="spec.serviceTemplate.spec.type: an ExternalName Service cannot front the cluster's members; use ClusterIP, NodePort or LoadBalancer"
+type ServiceTemplate struct {
+	// metadata is added to the client Service.
+	//
+	// +optional
+	EmbeddedObjectMetadata `json:"metadata,omitempty"`
+
+	// spec is merged over the operator's client Service spec.
+	//
+	// +optional
+	Spec corev1.ServiceSpec `json:"spec,omitempty"`
+}
+
+// HeadlessServiceTemplate sets metadata on the headless Service.
+type HeadlessServiceTemplate struct {
+	// metadata is added to the headless Service.
+	//
+	// +optional
+	EmbeddedObjectMetadata `json:"metadata,omitempty"`
+}
+
+// PodDisruptionBudgetTemplate describes the PodDisruptionBudget of the
+// members.
+type PodDisruptionBudgetTemplate struct {
+	// metadata is added to the PodDisruptionBudget.
+	//
+	// +optional
+	EmbeddedObjectMetadata `json:"metadata,omitempty"`
+
+	// spec sets the budget. Empty means quorum-safe: minAvailable is
+	// replicas/2 + 1.
+	//
+	// +optional
+	Spec PodDisruptionBudgetSpec `json:"spec,omitempty"`
+}
+
+// PodDisruptionBudgetSpec is the budget of voluntary disruptions.
+// Set one of minAvailable and maxUnavailable; both may be given only when
+// they describe the same budget (minAvailable + maxUnavailable = replicas).
+type PodDisruptionBudgetSpec struct {
+	// minAvailable is how many members must stay available, as a number or
+	// a percentage of replicas.
+	//
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="spec.podDisruptionBudgetTemplate.spec.minAvailable must be a non-negative number or a percentage from 0% to 100%"
+	// +optional
+	MinAvailable *intstr.IntOrString `json:"minAvailable,omitempty"`
+
+	// maxUnavailable is how many members may be unavailable at once, as a
+	// number or a percentage of replicas.
+	//
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="spec.podDisruptionBudgetTemplate.spec.maxUnavailable must be a non-negative number or a percentage from 0% to 100%"
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+}
+
+// SecuritySpec configures TLS and authentication.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.enableAuth) || !self.enableAuth || (has(self.tls) && has(self.tls.clientSecret))",message="spec.security.enableAuth needs client TLS: set spec.security.tls.clientSecret and clientTrustedCASecret so the operator can act as the root user with its client certificate"
+type SecuritySpec struct {
+	// tls names the Secrets holding certificates for peer, server and client
+	// traffic. Each certificate Secret has tls.crt and tls.key; each CA
+	// Secret has ca.crt.
+	//
+	// +optional
+	TLS *TLSSpec `json:"tls,omitempty"`
+
+	// enableAuth turns on etcd authentication: the operator creates the root
+	// user and role, authenticated by its client certificate, and enables
+	// auth. Requires client TLS.
+	//
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Enable Auth",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"}
+	EnableAuth bool `json:"enableAuth,omitempty"`
+}
+
+// TLSSpec names the Secrets holding user-provided certificates. Each pair is
+// given together or not at all.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.peerSecret) == has(self.peerTrustedCASecret)",message="spec.security.tls: peerSecret and peerTrustedCASecret go together: set both (the members' peer certificate and the CA that signed it) or neither"
+// +kubebuilder:validation:XValidation:rule="has(self.serverSecret) == has(self.serverTrustedCASecret)",message="spec.security.tls: serverSecret and serverTrustedCASecret go together: set both (the members' serving certificate and the CA that signed it) or neither"
+// +kubebuilder:validation:XValidation:rule="has(self.clientSecret) == has(self.clientTrustedCASecret)",message="spec.security.tls: clientSecret and clientTrustedCASecret go together: set both (the operator's client certificate and the CA members trust for clients) or neither"
+// +kubebuilder:validation:XValidation:rule="!has(self.clientSecret) || has(self.serverSecret)",message="spec.security.tls: client certificates need TLS on the client port: set serverSecret and serverTrustedCASecret too"
+type TLSSpec struct {
+	// peerTrustedCASecret is the Secret with ca.crt, the CA that signed the
+	// members' peer certificates.
+	//
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be the name of a Secret in the cluster's namespace (lower case letters, digits, '-' and '.')"
+	// +optional
+	PeerTrustedCASecret string `json:"peerTrustedCASecret,omitempty"`
+
+	// peerSecret is the Secret with tls.crt and tls.key, the certificate
+	// members present to each other.
+	//
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be the name of a Secret in the cluster's namespace (lower case letters, digits, '-' and '.')"
+	// +optional
+	PeerSecret string `json:"peerSecret,omitempty"`
+
+	// serverTrustedCASecret is the Secret with ca.crt, the CA that signed the
+	// members' serving certificate; clients verify the members with it.
+	//
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be the name of a Secret in the cluster's namespace (lower case letters, digits, '-' and '.')"
+	// +optional
+	ServerTrustedCASecret string `json:"serverTrustedCASecret,omitempty"`
+
+	// serverSecret is the Secret with tls.crt and tls.key, the certificate
+	// members serve clients with.
+	//
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be the name of a Secret in the cluster's namespace (lower case letters, digits, '-' and '.')"
+	// +optional
+	ServerSecret string `json:"serverSecret,omitempty"`
+
+	// clientTrustedCASecret is the Secret with ca.crt, the CA members trust
+	// for client certificates; setting it turns on client certificate auth.
+	//
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be the name of a Secret in the cluster's namespace (lower case letters, digits, '-' and '.')"
+	// +optional
+	ClientTrustedCASecret string `json:"clientTrustedCASecret,omitempty"`
+
+	// clientSecret is the Secret with tls.crt and tls.key, the client
+	// certificate the operator uses to reach the members (CN root when auth
+	// is enabled).
+	//
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="must be the name of a Secret in the cluster's namespace (lower case letters, digits, '-' and '.')"
+	// +optional
+	ClientSecret string `json:"clientSecret,omitempty"`
+}
+
+// EtcdClusterStatus is the observed state of an etcd cluster.
+type EtcdClusterStatus struct {
+	// observedGeneration is the generation of the spec the status reflects.
+	//
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions tell what the cluster is doing and what needs attention.
+	//
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Conditions",xDescriptors={"urn:alm:descriptor:io.kubernetes.conditions"}
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// replicas is the number of members in the etcd member list.
+	//
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Replicas"
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// readyReplicas is the number of healthy members.
+	//
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ready Replicas"
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// selector is the label selector of member Pods, for the scale
+	// subresource.
+	//
+	// +optional
+	Selector string `json:"selector,omitempty"`
+
+	// version is the etcd cluster version reported by the members.
+	//
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Version"
+	Version string `json:"version,omitempty"`
+
+	// members are the etcd members as last observed.
+	//
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Members"
+	Members []MemberStatus `json:"members,omitempty"`
+}
+
+// MemberStatus is one etcd member as last observed.
+type MemberStatus struct {
+	// name is the member name, which is also its Pod's name.
+	Name string `json:"name"`
+
+	// id is the etcd member ID in hexadecimal.
+	//
+	// +optional
+	ID string `json:"id,omitempty"`
+
+	// role is Leader, Follower or Learner.
+	//
+	// +kubebuilder:validation:Enum=Leader;Follower;Learner
+	// +optional
+	Role MemberRole `json:"role,omitempty"`
+
+	// version is the etcd server version of the member.
+	//
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// healthy tells whether the member answered its last probe.
+	//
+	// +optional
+	Healthy bool `json:"healthy,omitempty"`
+
+	// peerURLs are the URLs other members reach this member on.
+	//
+	// +optional
+	PeerURLs []string `json:"peerURLs,omitempty"`
+
+	// clientURLs are the URLs clients reach this member on.
+	//
+	// +optional
+	ClientURLs []string `json:"clientURLs,omitempty"`
+}
+
+// MemberRole is the role of a member in the etcd cluster.
+type MemberRole string
+
+// Member roles.
+const (
+	MemberRoleLeader   MemberRole = "Leader"
+	MemberRoleFollower MemberRole = "Follower"
+	MemberRoleLearner  MemberRole = "Learner"
+)
+
+// EtcdCluster is an etcd cluster run by the operator.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:shortName=etcd,categories=all;etcd
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +operator-sdk:csv:customresourcedefinitions:displayName="etcd Cluster",resources={{Pod,v1},{Service,v1},{PersistentVolumeClaim,v1},{PodDisruptionBudget,v1},{Secret,v1}}
+type EtcdCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state of the cluster.
+	//
+	// +optional
+	Spec EtcdClusterSpec `json:"spec,omitempty"`
+
+	// status is the observed state of the cluster.
+	//
+	// +optional
+	Status EtcdClusterStatus `json:"status,omitempty"`
+}
+
+// EtcdClusterList is a list of EtcdCluster.
+//
+// +kubebuilder:object:root=true
+type EtcdClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdCluster `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&EtcdCluster{}, &EtcdClusterList{})
+}

@@ -1,0 +1,419 @@
+package v1alpha1_test
+
+// The schema tests run the generated CRD on a real kube-apiserver and etcd
+// (built from the Go module proxy by `make envtest-assets`) and check what a
+// user sees: every example is accepted, every invalid object is rejected with
+// the message a user reads, and update rules hold on real updates.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+)
+
+var k8sClient client.Client
+
+func TestMain(m *testing.M) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds kube-apiserver and etcd into bin/ and points KUBEBUILDER_ASSETS at them")
+		os.Exit(1)
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting kube-apiserver and etcd: %v\n", err)
+		os.Exit(1)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	if err := etcdv1alpha1.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "creating client: %v\n", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "stopping kube-apiserver and etcd: %v\n", err)
+	}
+	os.Exit(code)
+}
+
+// newNamespace creates a namespace for one test, so tests can run in
+// parallel with the names the examples use.
+func newNamespace(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "schema-"}}
+	if err := k8sClient.Create(ctx, ns); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	return ns.Name
+}
+
+// readObjects reads every YAML document of a file.
+func readObjects(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []*unstructured.Unstructured
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		obj := map[string]any{}
+		if err := yaml.Unmarshal(doc, &obj); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(obj) > 0 {
+			objs = append(objs, &unstructured.Unstructured{Object: obj})
+		}
+	}
+	return objs
+}
+
+// createStrict creates obj as `kubectl apply` would: unknown or duplicate
+// fields are errors.
+func createStrict(ctx context.Context, obj client.Object) error {
+	return k8sClient.Create(ctx, obj, &client.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
+}
+
+func TestExamplesAreAccepted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var files []string
+	for _, pattern := range []string{"../../examples/*.yaml", "../../config/samples/etcd_*.yaml"} {
+		matches, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, matches...)
+	}
+	if len(files) < 8 {
+		t.Fatalf("found %d example files, want at least 8: %v", len(files), files)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			t.Parallel()
+			ns := newNamespace(ctx, t)
+			for _, obj := range readObjects(t, file) {
+				obj.SetNamespace(ns)
+				if err := createStrict(ctx, obj); err != nil {
+					t.Fatalf("%s: %s %q was rejected: %v", file, obj.GetKind(), obj.GetName(), err)
+				}
+			}
+		})
+	}
+}
+
+func TestSeedExampleKeepsEveryField(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	objs := readObjects(t, "../../examples/all-fields-seed.yaml")
+	if len(objs) != 1 {
+		t.Fatalf("got %d objects, want 1", len(objs))
+	}
+	sent := objs[0]
+	sent.SetNamespace(ns)
+	if err := createStrict(ctx, sent.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	got := &etcdv1alpha1.EtcdCluster{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: sent.GetName()}, got); err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		field string
+		ok    bool
+	}{
+		{"spec.options", got.Spec.Options["max-snapshots"] == "5"},
+		{"spec.storage.emptyDir", got.Spec.Storage.EmptyDir != nil},
+		{"spec.storage.volumeClaimTemplate", got.Spec.Storage.VolumeClaimTemplate != nil && got.Spec.Storage.VolumeClaimTemplate.Spec.Resources.Requests.Storage().String() == "10Gi"},
+		{"spec.podTemplate.metadata", got.Spec.PodTemplate.Labels["env"] == "prod"},
+		{"spec.podTemplate.spec.imagePullSecrets", len(got.Spec.PodTemplate.Spec.ImagePullSecrets) == 1},
+		{"spec.podTemplate.spec.runtimeClassName", got.Spec.PodTemplate.Spec.RuntimeClassName != nil && *got.Spec.PodTemplate.Spec.RuntimeClassName == "legacy"},
+		{"spec.podTemplate.spec.containers", len(got.Spec.PodTemplate.Spec.Containers) == 1 && got.Spec.PodTemplate.Spec.Containers[0].Resources.Limits.Memory().String() == "200Mi"},
+		{"spec.serviceTemplate.metadata", got.Spec.ServiceTemplate != nil && got.Spec.ServiceTemplate.Annotations["example.com/annotation"] == "true"},
+		{"spec.podDisruptionBudgetTemplate.spec", got.Spec.PodDisruptionBudgetTemplate != nil && got.Spec.PodDisruptionBudgetTemplate.Spec.MinAvailable.IntValue() == 2},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("%s was not stored as written", c.field)
+		}
+	}
+}
+
+func TestDefaultsAndScale(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	cluster := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "defaults"}}
+	if err := createStrict(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	if cluster.Spec.Replicas == nil || *cluster.Spec.Replicas != etcdv1alpha1.DefaultReplicas {
+		t.Fatalf("spec.replicas = %v, want the default %d", cluster.Spec.Replicas, etcdv1alpha1.DefaultReplicas)
+	}
+
+	// The scale subresource is what `kubectl scale` uses.
+	scale := &autoscalingv1.Scale{}
+	if err := k8sClient.SubResource("scale").Get(ctx, cluster, scale); err != nil {
+		t.Fatalf("getting scale: %v", err)
+	}
+	if scale.Spec.Replicas != 3 {
+		t.Fatalf("scale.spec.replicas = %d, want 3", scale.Spec.Replicas)
+	}
+	scale.Spec.Replicas = 5
+	if err := k8sClient.SubResource("scale").Update(ctx, cluster, client.WithSubResourceBody(scale)); err != nil {
+		t.Fatalf("scaling to 5: %v", err)
+	}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
+		t.Fatal(err)
+	}
+	if *cluster.Spec.Replicas != 5 {
+		t.Fatalf("after scaling, spec.replicas = %d, want 5", *cluster.Spec.Replicas)
+	}
+	scale.Spec.Replicas = 10
+	err := k8sClient.SubResource("scale").Update(ctx, cluster, client.WithSubResourceBody(scale))
+	assertRejected(t, err, "spec.replicas: Invalid value: 10: spec.replicas in body should be less than or equal to 9")
+}
+
+// invalid is one object the API server must reject, with the message a user
+// reads.
+type invalid struct {
+	name string
+	spec string // YAML of spec
+	want string // part of the error the API server returns
+}
+
+var invalidObjects = []invalid{
+	// replicas
+	{"zero replicas", `replicas: 0`, "spec.replicas: Invalid value: 0: spec.replicas in body should be greater than or equal to 1"},
+	{"negative replicas", `replicas: -1`, "spec.replicas in body should be greater than or equal to 1"},
+	{"too many replicas", `replicas: 11`, "spec.replicas in body should be less than or equal to 9"},
+
+	// options
+	{"option with leading dashes", "options: {--election-timeout: '1000'}", "spec.options: Invalid value: spec.options keys are etcd flag names: write them in lower case without the leading dashes, for example election-timeout"},
+	{"option in upper case", "options: {Election-Timeout: '1000'}", "spec.options keys are etcd flag names"},
+	{"option with a value in the key", "options: {election-timeout=1000: ''}", "spec.options keys are etcd flag names"},
+	{"option name", "options: {name: member}", "spec.options: Invalid value: spec.options sets a flag the operator owns (name, data-dir,"},
+	{"option data-dir", "options: {data-dir: /var/lib/etcd}", "and their peer- forms): remove it; TLS comes from spec.security and the data directory from spec.storage"},
+	{"option initial-cluster", "options: {initial-cluster: a=http://a:2380}", "spec.options sets a flag the operator owns"},
+	{"option initial-cluster-state", "options: {initial-cluster-state: existing}", "spec.options sets a flag the operator owns"},
+	{"option listen-client-urls", "options: {listen-client-urls: 'http://0.0.0.0:2379'}", "spec.options sets a flag the operator owns"},
+	{"option advertise-client-urls", "options: {advertise-client-urls: 'http://a:2379'}", "spec.options sets a flag the operator owns"},
+	{"option cert-file", "options: {cert-file: /tls/tls.crt}", "spec.options sets a flag the operator owns"},
+	{"option peer-trusted-ca-file", "options: {peer-trusted-ca-file: /tls/ca.crt}", "spec.options sets a flag the operator owns"},
+	{"option force-new-cluster", "options: {force-new-cluster: 'true'}", "spec.options sets a flag the operator owns"},
+	{"option config-file", "options: {config-file: /etc/etcd.yaml}", "spec.options sets a flag the operator owns"},
+
+	// storage
+	{"claim without a size", "storage: {volumeClaimTemplate: {spec: {accessModes: [ReadWriteOnce]}}}", "spec.storage.volumeClaimTemplate.spec.resources.requests.storage is required: set the size of each member's volume"},
+	{"claim with requests but no storage", "storage: {volumeClaimTemplate: {spec: {resources: {requests: {cpu: 1}}}}}", "spec.storage.volumeClaimTemplate.spec.resources.requests.storage is required"},
+	{"claim with no spec", "storage: {volumeClaimTemplate: {metadata: {labels: {a: b}}}}", `spec.storage.volumeClaimTemplate.spec: Required value`},
+
+	// podDisruptionBudgetTemplate
+	{"budgets that disagree", "podDisruptionBudgetTemplate: {spec: {minAvailable: 2, maxUnavailable: 2}}", "spec.podDisruptionBudgetTemplate.spec: minAvailable and maxUnavailable are both set but do not add up to spec.replicas; set only one of them"},
+	{"both budgets as percentages", "podDisruptionBudgetTemplate: {spec: {minAvailable: 50%, maxUnavailable: 50%}}", "minAvailable and maxUnavailable are both set but do not add up to spec.replicas"},
+	{"minAvailable over replicas", "podDisruptionBudgetTemplate: {spec: {minAvailable: 4}}", "spec.podDisruptionBudgetTemplate.spec.minAvailable is more than spec.replicas: set at most spec.replicas"},
+	{"maxUnavailable over replicas", "{replicas: 5, podDisruptionBudgetTemplate: {spec: {maxUnavailable: 6}}}", "spec.podDisruptionBudgetTemplate.spec.maxUnavailable is more than spec.replicas"},
+	{"minAvailable over 100%", "podDisruptionBudgetTemplate: {spec: {minAvailable: 150%}}", "spec.podDisruptionBudgetTemplate.spec.minAvailable must be a non-negative number or a percentage from 0% to 100%"},
+	{"negative maxUnavailable", "podDisruptionBudgetTemplate: {spec: {maxUnavailable: -1}}", "spec.podDisruptionBudgetTemplate.spec.maxUnavailable must be a non-negative number or a percentage"},
+	{"minAvailable as a word", "podDisruptionBudgetTemplate: {spec: {minAvailable: two}}", "spec.podDisruptionBudgetTemplate.spec.minAvailable must be a non-negative number or a percentage"},
+
+	// security
+	{"peer certificate without its CA", "security: {tls: {peerSecret: peer}}", "spec.security.tls: peerSecret and peerTrustedCASecret go together: set both"},
+	{"peer CA without a certificate", "security: {tls: {peerTrustedCASecret: peer-ca}}", "peerSecret and peerTrustedCASecret go together"},
+	{"server certificate without its CA", "security: {tls: {serverSecret: server}}", "spec.security.tls: serverSecret and serverTrustedCASecret go together"},
+	{"client certificate without its CA", "security: {tls: {serverSecret: s, serverTrustedCASecret: s-ca, clientSecret: client}}", "spec.security.tls: clientSecret and clientTrustedCASecret go together"},
+	{"client certificates without server TLS", "security: {tls: {clientSecret: c, clientTrustedCASecret: c-ca}}", "spec.security.tls: client certificates need TLS on the client port: set serverSecret and serverTrustedCASecret too"},
+	{"auth without client TLS", "security: {enableAuth: true}", "spec.security.enableAuth needs client TLS: set spec.security.tls.clientSecret and clientTrustedCASecret"},
+	{"auth with server TLS only", "security: {enableAuth: true, tls: {serverSecret: s, serverTrustedCASecret: s-ca}}", "spec.security.enableAuth needs client TLS"},
+	{"secret name with upper case", "security: {tls: {peerSecret: Peer_TLS, peerTrustedCASecret: peer-ca}}", "spec.security.tls.peerSecret: Invalid value: \"Peer_TLS\": must be the name of a Secret in the cluster's namespace"},
+
+	// podTemplate
+	{"operator label on pods", "podTemplate: {metadata: {labels: {etcd.aenix.io/member: x}}}", "spec.podTemplate.metadata.labels: keys with the etcd.aenix.io/ prefix are set by the operator"},
+	{"etcd container with a command", "podTemplate: {spec: {containers: [{name: etcd, command: [sh]}]}}", "the etcd container's command and args are set by the operator: remove them and put etcd flags in spec.options"},
+	{"etcd container with args", "podTemplate: {spec: {containers: [{name: etcd, args: [--debug]}]}}", "the etcd container's command and args are set by the operator"},
+	{"sidecar without an image", "podTemplate: {spec: {containers: [{name: etcd}, {name: backup}]}}", "spec.podTemplate.spec.containers: Invalid value: every container other than etcd is a sidecar and needs an image"},
+	{"two containers with one name", "podTemplate: {spec: {containers: [{name: etcd}, {name: etcd}]}}", `spec.podTemplate.spec.containers[1]: Duplicate value: {"name":"etcd"}`},
+	{"container without a name", "podTemplate: {spec: {containers: [{image: busybox}]}}", "spec.podTemplate.spec.containers[0].name: Required value"},
+	{"volume with a reserved name", "podTemplate: {spec: {volumes: [{name: etcd-data, emptyDir: {}}]}}", "spec.podTemplate.spec.volumes: Invalid value: volume names starting with etcd- are reserved for the operator's volumes: rename the volume"},
+	{"negative grace period", "podTemplate: {spec: {terminationGracePeriodSeconds: -5}}", "spec.podTemplate.spec.terminationGracePeriodSeconds in body should be greater than or equal to 0"},
+
+	// serviceTemplate
+	{"service with a selector", "serviceTemplate: {spec: {selector: {app: other}}}", "spec.serviceTemplate.spec.selector is set by the operator to select the cluster's members: remove it"},
+	{"ExternalName service", "serviceTemplate: {spec: {type: ExternalName, externalName: example.com}}", "spec.serviceTemplate.spec.type: an ExternalName Service cannot front the cluster's members"},
+
+	// unknown fields are errors, as with kubectl apply
+	{"misspelled field", "replica: 3", `unknown field "spec.replica"`},
+}
+
+func TestInvalidObjectsAreRejected(t *testing.T) {
+	t.Parallel()
+	if len(invalidObjects) < 30 {
+		t.Fatalf("the table has %d rows; keep at least 30", len(invalidObjects))
+	}
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	for i, tt := range invalidObjects {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			obj := clusterFromSpec(t, ns, fmt.Sprintf("invalid-%d", i), tt.spec)
+			assertRejected(t, createStrict(ctx, obj), tt.want)
+		})
+	}
+}
+
+// update is a change to an accepted object that the API server must accept
+// or reject.
+type update struct {
+	name   string
+	before string // YAML of spec at creation
+	after  string // YAML of spec in the update
+	want   string // part of the error; empty when the update is accepted
+}
+
+var updates = []update{
+	{
+		name:   "emptyDir to volumeClaimTemplate",
+		before: "storage: {emptyDir: {}}",
+		after:  "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 1Gi}}}}}",
+		want:   "spec.storage: the storage kind (emptyDir or volumeClaimTemplate) cannot change on an existing cluster; create a new EtcdCluster with the storage you want and move the data to it",
+	},
+	{
+		name:   "no storage to volumeClaimTemplate",
+		before: "replicas: 3",
+		after:  "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 1Gi}}}}}",
+		want:   "the storage kind (emptyDir or volumeClaimTemplate) cannot change",
+	},
+	{
+		name:   "volumeClaimTemplate to emptyDir",
+		before: "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 1Gi}}}}}",
+		after:  "storage: {emptyDir: {}}",
+		want:   "the storage kind (emptyDir or volumeClaimTemplate) cannot change",
+	},
+	{
+		name:   "volume shrinks",
+		before: "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 10Gi}}}}}",
+		after:  "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 5Gi}}}}}",
+		want:   "spec.storage.volumeClaimTemplate.spec.resources.requests.storage cannot shrink from 10Gi to 5Gi: volumes only grow; keep the size or make it larger",
+	},
+	{
+		name:   "volume shrinks in other units",
+		before: "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 1Gi}}}}}",
+		after:  "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 1000Mi}}}}}",
+		want:   "cannot shrink from 1Gi to 1000Mi",
+	},
+	{
+		name:   "volume grows",
+		before: "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 1Gi}}}}}",
+		after:  "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 2Gi}}}}}",
+	},
+	{
+		name:   "emptyDir added beside volumeClaimTemplate",
+		before: "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 1Gi}}}}}",
+		after:  "storage: {emptyDir: {}, volumeClaimTemplate: {spec: {resources: {requests: {storage: 1Gi}}}}}",
+	},
+	{
+		name:   "scale with an agreeing budget",
+		before: "{replicas: 3, podDisruptionBudgetTemplate: {spec: {minAvailable: 2, maxUnavailable: 1}}}",
+		after:  "{replicas: 5, podDisruptionBudgetTemplate: {spec: {minAvailable: 2, maxUnavailable: 1}}}",
+		want:   "minAvailable and maxUnavailable are both set but do not add up to spec.replicas",
+	},
+	{
+		name:   "scale below minAvailable",
+		before: "{replicas: 5, podDisruptionBudgetTemplate: {spec: {minAvailable: 4}}}",
+		after:  "{replicas: 3, podDisruptionBudgetTemplate: {spec: {minAvailable: 4}}}",
+		want:   "spec.podDisruptionBudgetTemplate.spec.minAvailable is more than spec.replicas",
+	},
+	{
+		name:   "options and scale change",
+		before: "{replicas: 3, options: {election-timeout: '1000'}}",
+		after:  "{replicas: 5, options: {election-timeout: '2000', heartbeat-interval: '200'}}",
+	},
+}
+
+func TestUpdateRules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	for i, tt := range updates {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			obj := clusterFromSpec(t, ns, fmt.Sprintf("update-%d", i), tt.before)
+			if err := createStrict(ctx, obj); err != nil {
+				t.Fatalf("creating: %v", err)
+			}
+			changed := clusterFromSpec(t, ns, obj.GetName(), tt.after)
+			changed.SetResourceVersion(obj.GetResourceVersion())
+			err := k8sClient.Update(ctx, changed, &client.UpdateOptions{FieldValidation: metav1.FieldValidationStrict})
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("update rejected: %v", err)
+				}
+				return
+			}
+			assertRejected(t, err, tt.want)
+		})
+	}
+}
+
+// clusterFromSpec builds an EtcdCluster named name whose spec is the YAML
+// in spec.
+func clusterFromSpec(t *testing.T, namespace, name, spec string) *unstructured.Unstructured {
+	t.Helper()
+	specMap := map[string]any{}
+	if err := yaml.Unmarshal([]byte(spec), &specMap); err != nil {
+		t.Fatalf("spec %q: %v", spec, err)
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{"spec": specMap}}
+	obj.SetGroupVersionKind(etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))
+	obj.SetNamespace(namespace)
+	obj.SetName(name)
+	return obj
+}
+
+func assertRejected(t *testing.T, err error, want string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("accepted; want rejected with %q", want)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("rejected with:\n  %v\nwant the message to contain:\n  %s", err, want)
+	}
+}

@@ -1,0 +1,51 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+)
+
+// statusPatch is the part of an EtcdCluster's status one reconciler owns.
+// Each reconciler applies its own with server-side apply under its own field
+// manager, so `kubectl get -o yaml --show-managed-fields` tells who wrote
+// each field and reconcilers never overwrite each other's conditions.
+type statusPatch struct {
+	conditions []metav1.Condition
+	fields     map[string]any
+}
+
+// applyStatus server-side applies patch to the status of cluster as
+// fieldManager. A condition keeps its lastTransitionTime while its status
+// does not change.
+func applyStatus(ctx context.Context, c client.Client, cluster *etcdv1alpha1.EtcdCluster, fieldManager string, patch statusPatch) error {
+	status := map[string]any{}
+	for k, v := range patch.fields {
+		status[k] = v
+	}
+	if len(patch.conditions) > 0 {
+		conds := make([]any, 0, len(patch.conditions))
+		for _, want := range patch.conditions {
+			merged := append([]metav1.Condition(nil), cluster.Status.Conditions...)
+			meta.SetStatusCondition(&merged, want)
+			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(meta.FindStatusCondition(merged, want.Type))
+			if err != nil {
+				return fmt.Errorf("converting condition %s: %w", want.Type, err)
+			}
+			conds = append(conds, u)
+		}
+		status["conditions"] = conds
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"status": status}}
+	u.SetGroupVersionKind(etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))
+	u.SetName(cluster.Name)
+	u.SetNamespace(cluster.Namespace)
+	return c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldManager), client.ForceOwnership)
+}
