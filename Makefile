@@ -41,6 +41,9 @@ ETCD ?= $(LOCALBIN)/etcd-$(ETCD_VERSION)
 # envtest looks for binaries by their plain names in one directory.
 ENVTEST_ASSETS ?= $(LOCALBIN)/envtest-$(KUBERNETES_VERSION)-etcd-$(ETCD_VERSION)
 
+# Files generated from the sources; `make verify` fails when they drift.
+GENERATED = go.mod go.sum api config bundle bundle.Dockerfile
+
 .PHONY: all
 all: build
 
@@ -82,10 +85,15 @@ test-e2e: ## Run the end-to-end suite on the local cluster (arrives with the loc
 
 .PHONY: verify
 verify: manifests generate bundle ## Fail when generated files differ from what the sources produce.
-	@if [ -n "$$(git status --porcelain -- api config bundle bundle.Dockerfile)" ]; then \
-		echo "Generated files are out of date; run 'make manifests generate bundle' and commit:"; \
-		git status --porcelain -- api config bundle bundle.Dockerfile; \
-		git --no-pager diff --stat -- api config bundle bundle.Dockerfile; \
+	$(GO) mod tidy
+	@for pair in "examples/simple.yaml config/samples/etcd_v1alpha1_etcdcluster.yaml" \
+	             "examples/persistent-storage.yaml config/samples/etcd_v1alpha1_etcdcluster_persistent.yaml"; do \
+		set -- $$pair; cmp -s $$1 $$2 || { echo "$$2 must be a copy of $$1"; exit 1; }; \
+	done
+	@if ! git diff --quiet -- $(GENERATED) || [ -n "$$(git ls-files --others --exclude-standard -- $(GENERATED))" ]; then \
+		echo "Generated files are out of date; run 'make verify' and commit the result:"; \
+		git status --porcelain -- $(GENERATED); \
+		git --no-pager diff -- $(GENERATED) | head -100; \
 		exit 1; \
 	fi
 

@@ -1,4 +1,5 @@
-package v1alpha1_test
+// Package schema tests the EtcdCluster CRD on a real kube-apiserver.
+package schema
 
 // The schema tests run the generated CRD on a real kube-apiserver and etcd
 // (built from the Go module proxy by `make envtest-assets`) and check what a

@@ -1,0 +1,76 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+)
+
+func TestClusterReportsIgnoredEmptyDir(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cluster := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: newNamespace(ctx, t), Name: "both-storages"},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Storage: etcdv1alpha1.StorageSpec{
+			EmptyDir: &corev1.EmptyDirVolumeSource{},
+			VolumeClaimTemplate: &etcdv1alpha1.EmbeddedPersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			}},
+		}},
+	}
+	if err := k8sClient.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	awaitCondition(ctx, t, cluster, etcdv1alpha1.ConditionConfigurationWarning, metav1.ConditionTrue, etcdv1alpha1.ReasonEmptyDirIgnored)
+	if got, want := cluster.Status.Selector, etcdv1alpha1.LabelCluster+"=both-storages"; got != want {
+		t.Errorf("status.selector = %q, want %q", got, want)
+	}
+	if !hasManagedStatus(cluster, ClusterFieldManager) {
+		t.Errorf("status is not owned by field manager %s: %v", ClusterFieldManager, cluster.ManagedFields)
+	}
+
+	// Removing emptyDir clears the warning, keeping the condition's history.
+	cluster.Spec.Storage.EmptyDir = nil
+	if err := k8sClient.Update(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	awaitCondition(ctx, t, cluster, etcdv1alpha1.ConditionConfigurationWarning, metav1.ConditionFalse, etcdv1alpha1.ReasonNoWarnings)
+	if c := meta.FindStatusCondition(cluster.Status.Conditions, etcdv1alpha1.ConditionConfigurationWarning); c.ObservedGeneration != cluster.Generation {
+		t.Errorf("condition observedGeneration = %d, want %d", c.ObservedGeneration, cluster.Generation)
+	}
+}
+
+func awaitCondition(ctx context.Context, t *testing.T, cluster *etcdv1alpha1.EtcdCluster, condType string, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	eventually(t, 20*time.Second, fmt.Sprintf("condition %s=%s (%s)", condType, status, reason), func() error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(cluster.Status.Conditions, condType)
+		if c == nil {
+			return fmt.Errorf("no %s condition in %v", condType, cluster.Status.Conditions)
+		}
+		if c.Status != status || c.Reason != reason {
+			return fmt.Errorf("%s is %s (%s): %s", condType, c.Status, c.Reason, c.Message)
+		}
+		return nil
+	})
+}
+
+func hasManagedStatus(obj client.Object, manager string) bool {
+	for _, f := range obj.GetManagedFields() {
+		if f.Manager == manager && f.Subresource == "status" {
+			return true
+		}
+	}
+	return false
+}
