@@ -70,7 +70,9 @@ func runWithManager(m *testing.M) int {
 	go func() { done <- mgr.Start(ctx) }()
 	defer func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			fmt.Fprintf(os.Stderr, "manager stopped with an error: %v\n", err)
+		}
 	}()
 
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
