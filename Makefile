@@ -37,6 +37,15 @@ OPERATOR_SDK ?= $(LOCALBIN)/operator-sdk-$(OPERATOR_SDK_VERSION)
 OPM ?= $(LOCALBIN)/opm-$(OPM_VERSION)
 KUBE_APISERVER ?= $(LOCALBIN)/kube-apiserver-$(KUBERNETES_VERSION)
 KUBECTL ?= $(LOCALBIN)/kubectl-$(KUBERNETES_VERSION)
+KUBE_CONTROLLER_MANAGER ?= $(LOCALBIN)/kube-controller-manager-$(KUBERNETES_VERSION)
+KUBE_SCHEDULER ?= $(LOCALBIN)/kube-scheduler-$(KUBERNETES_VERSION)
+CERT_MANAGER_VERSION ?= v1.21.2
+CERT_MANAGER_CONTROLLER ?= $(LOCALBIN)/cert-manager-controller-$(CERT_MANAGER_VERSION)
+# etcd versions member pods can run (image tag vX.Y.Z maps to bin/etcd-vX.Y.Z).
+ETCD_MEMBER_VERSIONS ?= v3.6.16 v3.5.21
+LOCALCLUSTER ?= $(LOCALBIN)/localcluster
+LOCALCLUSTER_STATE ?= $(CURDIR)/.localcluster
+LOCALCLUSTER_NODES ?= 3
 ETCD ?= $(LOCALBIN)/etcd-$(ETCD_VERSION)
 # envtest looks for binaries by their plain names in one directory.
 ENVTEST_ASSETS ?= $(LOCALBIN)/envtest-$(KUBERNETES_VERSION)-etcd-$(ETCD_VERSION)
@@ -189,6 +198,11 @@ $(KUBECTL): hack/kube/go.mod | $(LOCALBIN)
 $(LOCALBIN)/etcd-%: hack/etcd/%/go.mod | $(LOCALBIN)
 	cd hack/etcd/$* && $(GO) build -o $@ .
 
+# cert-manager's controllers, from hack/cert-manager (its cmd/controller
+# module is not on the proxy; its controller packages are).
+$(CERT_MANAGER_CONTROLLER): hack/cert-manager/go.mod hack/cert-manager/main.go | $(LOCALBIN)
+	cd hack/cert-manager && $(GO) build -o $@ .
+
 $(ENVTEST_ASSETS): $(KUBE_APISERVER) $(ETCD)
 	mkdir -p $@
 	ln -sf $(KUBE_APISERVER) $@/kube-apiserver
@@ -196,6 +210,30 @@ $(ENVTEST_ASSETS): $(KUBE_APISERVER) $(ETCD)
 
 .PHONY: envtest-assets
 envtest-assets: $(ENVTEST_ASSETS) ## Build kube-apiserver and etcd for the schema tests.
+
+##@ Local cluster
+
+.PHONY: localcluster
+localcluster: ## Build the local cluster's own binary (control plane supervisor and node agents).
+	$(GO) build -o $(LOCALCLUSTER) ./cmd/localcluster
+
+.PHONY: localcluster-binaries
+localcluster-binaries: localcluster build $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) $(KUBE_SCHEDULER) $(KUBECTL) $(CERT_MANAGER_CONTROLLER) $(foreach v,$(ETCD_MEMBER_VERSIONS),$(LOCALBIN)/etcd-$(v)) ## Build everything the local cluster runs.
+
+.PHONY: localcluster-up
+localcluster-up: localcluster-binaries ## Start the local cluster in the background (KUBECONFIG=.localcluster/admin.kubeconfig).
+	$(LOCALCLUSTER) up --detach --state-dir $(LOCALCLUSTER_STATE) --bin-dir $(LOCALBIN) --nodes $(LOCALCLUSTER_NODES)
+
+.PHONY: demo
+demo: localcluster-up $(KUSTOMIZE) ## Start the local cluster, install cert-manager and the operator, apply a sample EtcdCluster.
+	hack/demo.sh $(KUBECTL) $(KUSTOMIZE) $(LOCALCLUSTER_STATE)
+
+.PHONY: demo-down
+demo-down: localcluster-down ## Stop the demo's local cluster and remove what it created.
+
+.PHONY: localcluster-down
+localcluster-down: localcluster ## Stop the local cluster and remove what it created.
+	$(LOCALCLUSTER) down --state-dir $(LOCALCLUSTER_STATE)
 
 .PHONY: tools
 tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(GOLANGCI_LINT) $(OPERATOR_SDK) $(OPM) ## Build every pinned tool into bin/.

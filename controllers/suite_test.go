@@ -40,6 +40,7 @@ func runWithManager(m *testing.M) int {
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		_ = env.Stop() // the processes that did start
 		fmt.Fprintf(os.Stderr, "starting kube-apiserver and etcd: %v\n", err)
 		return 1
 	}

@@ -45,6 +45,7 @@ func TestMain(m *testing.M) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		_ = env.Stop() // the processes that did start
 		fmt.Fprintf(os.Stderr, "starting kube-apiserver and etcd: %v\n", err)
 		os.Exit(1)
 	}

@@ -1,0 +1,309 @@
+package localcluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Restart back-off: a container that keeps failing waits 1 s, then twice as
+// long each time, up to a minute (a kubelet starts at 10 s and stops at
+// 5 minutes; the local cluster is for tests). Ten minutes of running resets
+// it.
+const (
+	backoffInitial = time.Second
+	backoffMax     = time.Minute
+	backoffReset   = 10 * time.Minute
+)
+
+// container is one container of a pod: its current process, if any, and
+// what a kubelet remembers about it.
+type container struct {
+	spec    corev1.Container
+	isInit  bool
+	logPath string
+
+	mu           sync.Mutex
+	pid          int
+	startedAt    time.Time
+	exited       chan struct{} // closed when the current process exits
+	running      bool
+	restartCount int32
+	lastExit     *corev1.ContainerStateTerminated // the last process's end
+	waiting      corev1.ContainerStateWaiting     // why it is not running
+	backoff      time.Duration
+	nextStart    time.Time
+	ready        bool // readiness probe result
+	started      bool // startup probe result
+	probeCancel  context.CancelFunc
+	killReason   string // why the agent stopped it, if it did
+	imageID      string
+}
+
+func newContainer(spec corev1.Container, isInit bool, logDir string) *container {
+	return &container{
+		spec:    spec,
+		isInit:  isInit,
+		logPath: filepath.Join(logDir, spec.Name+".log"),
+		waiting: corev1.ContainerStateWaiting{Reason: "ContainerCreating"},
+	}
+}
+
+// start runs the container's process through the shim.
+func (c *container) start(spec shimSpec, specDir string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	specPath := filepath.Join(specDir, c.spec.Name+".json")
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(specPath, data, 0o600); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(self, ShimCommand, specPath)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS,
+		Setpgid:    true,
+		Pdeathsig:  syscall.SIGKILL,
+	}
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return fmt.Errorf("starting container %s: %w", c.spec.Name, err)
+	}
+	c.pid = cmd.Process.Pid
+	if err := os.MkdirAll(filepath.Join(specDir, "pids"), 0o755); err == nil {
+		_ = os.WriteFile(filepath.Join(specDir, "pids", c.spec.Name), []byte(strconv.Itoa(c.pid)), 0o644)
+	}
+	c.startedAt = time.Now()
+	c.running = true
+	c.ready = false
+	c.started = false
+	c.killReason = ""
+	c.waiting = corev1.ContainerStateWaiting{}
+	exited := make(chan struct{})
+	c.exited = exited
+	go func() {
+		err := cmd.Wait()
+		_ = logf.Close()
+		c.recordExit(err)
+		close(exited)
+	}()
+	return nil
+}
+
+// recordExit remembers how the process ended and schedules a restart.
+func (c *container) recordExit(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	code, signal := 0, ""
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code, signal = 128+int(ws.Signal()), ws.Signal().String()
+		} else {
+			code = exitErr.ExitCode()
+		}
+	} else if err != nil {
+		code = 128
+	}
+	reason := "Completed"
+	switch {
+	case c.killReason != "":
+		reason = c.killReason
+	case code != 0:
+		reason = "Error"
+	}
+	msg := ""
+	if signal != "" {
+		msg = "killed by " + signal
+	}
+	c.lastExit = &corev1.ContainerStateTerminated{
+		ExitCode:    int32(code),
+		Reason:      reason,
+		Message:     msg,
+		StartedAt:   metav1.NewTime(c.startedAt),
+		FinishedAt:  metav1.Now(),
+		ContainerID: c.containerID(),
+	}
+	c.running = false
+	c.ready = false
+	if c.probeCancel != nil {
+		c.probeCancel()
+		c.probeCancel = nil
+	}
+	if time.Since(c.startedAt) > backoffReset {
+		c.backoff = 0
+	}
+	switch {
+	case c.backoff == 0:
+		c.backoff = backoffInitial
+	case c.backoff < backoffMax:
+		c.backoff = min(2*c.backoff, backoffMax)
+	}
+	c.nextStart = time.Now().Add(c.backoff)
+}
+
+func (c *container) containerID() string {
+	return "localcluster://" + strconv.Itoa(c.pid)
+}
+
+// signal sends sig to the container's process group.
+func (c *container) signal(sig syscall.Signal) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.running {
+		return fmt.Errorf("container %s is not running", c.spec.Name)
+	}
+	return syscall.Kill(-c.pid, sig)
+}
+
+// stop ends the process: SIGTERM, then SIGKILL after grace. reason is what
+// the container's termination says (Killed by the agent, say).
+func (c *container) stop(grace time.Duration, reason string) {
+	c.mu.Lock()
+	if !c.running {
+		c.mu.Unlock()
+		return
+	}
+	c.killReason = reason
+	pid, exited := c.pid, c.exited
+	c.mu.Unlock()
+	_ = syscall.Kill(-pid, syscall.SIGCONT) // a paused process cannot handle SIGTERM
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		<-exited
+	}
+}
+
+// isRunning tells whether the process is alive.
+func (c *container) isRunning() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.running
+}
+
+// shouldStart tells whether the container is due to (re)start under the
+// pod's restart policy, and sets the waiting reason while it backs off.
+func (c *container) shouldStart(policy corev1.RestartPolicy, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.running {
+		return false
+	}
+	if c.lastExit != nil {
+		succeeded := c.lastExit.ExitCode == 0
+		switch {
+		case c.isInit && succeeded:
+			return false
+		case policy == corev1.RestartPolicyNever:
+			return false
+		case policy == corev1.RestartPolicyOnFailure && succeeded:
+			return false
+		}
+		if now.Before(c.nextStart) {
+			c.waiting = corev1.ContainerStateWaiting{
+				Reason:  "CrashLoopBackOff",
+				Message: fmt.Sprintf("back-off %s restarting failed container %s", c.backoff, c.spec.Name),
+			}
+			return false
+		}
+	}
+	return true
+}
+
+// markRestart counts a restart of a container that ran before.
+func (c *container) markRestart() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lastExit != nil {
+		c.restartCount++
+	}
+}
+
+// setWaiting records why the container cannot start.
+func (c *container) setWaiting(reason, message string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.waiting = corev1.ContainerStateWaiting{Reason: reason, Message: message}
+}
+
+// succeeded tells whether the container's last process exited 0 and it is
+// not running.
+func (c *container) succeeded() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.running && c.lastExit != nil && c.lastExit.ExitCode == 0
+}
+
+// terminal tells whether the container will not run again under policy.
+func (c *container) terminal(policy corev1.RestartPolicy) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.running || c.lastExit == nil {
+		return false
+	}
+	switch policy {
+	case corev1.RestartPolicyNever:
+		return true
+	case corev1.RestartPolicyOnFailure:
+		return c.lastExit.ExitCode == 0
+	default:
+		return false
+	}
+}
+
+// status is the container's status as a kubelet reports it.
+func (c *container) status() corev1.ContainerStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := corev1.ContainerStatus{
+		Name:         c.spec.Name,
+		Image:        c.spec.Image,
+		ImageID:      c.imageID,
+		RestartCount: c.restartCount,
+		Ready:        c.running && c.ready,
+		Started:      ptrBool(c.running && c.started),
+	}
+	if c.lastExit != nil && (c.running || c.waiting.Reason != "") {
+		s.LastTerminationState.Terminated = c.lastExit.DeepCopy()
+	}
+	switch {
+	case c.running:
+		s.ContainerID = c.containerID()
+		s.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(c.startedAt)}
+	case c.waiting.Reason != "":
+		s.State.Waiting = c.waiting.DeepCopy()
+	case c.lastExit != nil:
+		s.ContainerID = c.lastExit.ContainerID
+		s.State.Terminated = c.lastExit.DeepCopy()
+	default:
+		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
+	}
+	return s
+}
+
+func ptrBool(b bool) *bool { return &b }

@@ -1,0 +1,151 @@
+// Package images maps the container images of the local cluster's pods to
+// binaries built on this machine: there is no container runtime and no
+// registry, so a container runs as a host process of one of these binaries,
+// or, for general-purpose images (busybox, alpine, debian, ubuntu), of the
+// host's own commands.
+package images
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Image is what an image reference runs as on the host.
+type Image struct {
+	// Ref is the image reference as written in the pod.
+	Ref string
+	// Binaries maps a command name (a basename: "etcd") to the absolute host
+	// path that runs it ("/repo/bin/etcd-v3.6.16").
+	Binaries map[string]string
+	// Entrypoint is the image's ENTRYPOINT as host paths and args: what runs,
+	// followed by the container's args, when the container has no command.
+	Entrypoint []string
+	// Cmd is the image's CMD as host paths and args: the args when the
+	// container has neither command nor args (the whole command line when
+	// Entrypoint is empty).
+	Cmd []string
+	// HostCommands is true for general-purpose images (busybox, alpine,
+	// debian, ubuntu) whose commands (sh, sleep, cat...) are looked up in the
+	// host's PATH.
+	HostCommands bool
+
+	// path is the PATH searched for HostCommands; empty means the process's
+	// $PATH.
+	path string
+}
+
+// Argv returns the host argv of a container of the image, from its command
+// and args as podenv.CommandLine returns them, following the runtime's rules:
+//
+//   - with a command: command, then args;
+//   - without one: Entrypoint, then args, or Cmd when args is empty too;
+//   - when that is empty (no Entrypoint, no Cmd, no args) it is an error.
+//
+// A command (or, without Entrypoint, the first arg) is a name in the
+// container: it is resolved by basename through Binaries, so "etcd" and
+// "/usr/local/bin/etcd" both run the etcd binary, and for HostCommands
+// images through the host's PATH. A name it cannot resolve is an error that
+// names it and the image. Entrypoint and Cmd are host paths already.
+func (i Image) Argv(command, args []string) ([]string, error) {
+	if len(command) > 0 {
+		exe, err := i.lookup(command[0])
+		if err != nil {
+			return nil, err
+		}
+		return concat([]string{exe}, command[1:], args), nil
+	}
+	if len(i.Entrypoint) > 0 {
+		if len(args) == 0 {
+			return concat(i.Entrypoint, i.Cmd), nil
+		}
+		return concat(i.Entrypoint, args), nil
+	}
+	if len(args) == 0 {
+		if len(i.Cmd) == 0 {
+			return nil, fmt.Errorf("image %q has no default command in the local cluster: give the container a command", i.Ref)
+		}
+		return concat(i.Cmd), nil
+	}
+	exe, err := i.lookup(args[0])
+	if err != nil {
+		return nil, err
+	}
+	return concat([]string{exe}, args[1:]), nil
+}
+
+// lookup returns the host path of command name of the image.
+func (i Image) lookup(name string) (string, error) {
+	if name == "" {
+		return "", fmt.Errorf("empty command name for image %q", i.Ref)
+	}
+	base := path.Base(name)
+	if p, ok := i.Binaries[base]; ok {
+		return p, nil
+	}
+	if i.HostCommands {
+		if p, ok := lookPath(base, i.path); ok {
+			return p, nil
+		}
+		return "", fmt.Errorf("command %q of image %q is not in the host's PATH", name, i.Ref)
+	}
+	return "", fmt.Errorf("command %q is not in image %q, which has %s in the local cluster", name, i.Ref, i.commands())
+}
+
+// commands lists the command names of the image for an error message.
+func (i Image) commands() string {
+	names := make([]string, 0, len(i.Binaries))
+	for name := range i.Binaries {
+		names = append(names, name)
+	}
+	if len(names) == 0 {
+		return "no commands"
+	}
+	slices.Sort(names)
+	return "only " + strings.Join(names, ", ")
+}
+
+// lookPath returns the executable file name in the directories of list (a
+// PATH, the process's $PATH when empty); relative directories are skipped.
+func lookPath(name, list string) (string, bool) {
+	if list == "" {
+		list = os.Getenv("PATH")
+	}
+	if name == "" || name == "." || name == "/" || strings.ContainsRune(name, '/') {
+		return "", false
+	}
+	for _, dir := range filepath.SplitList(list) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if isExecutable(p) {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// isExecutable reports whether p is a regular file (after symlinks) that
+// someone may execute.
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+// isFile reports whether p is a regular file (after symlinks).
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return false
+	}
+	return fi.Mode().IsRegular()
+}
+
+// concat returns the lists joined in a new slice.
+func concat(lists ...[]string) []string {
+	return slices.Concat(lists...)
+}

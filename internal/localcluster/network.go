@@ -1,0 +1,115 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// setupHostNetwork creates the bridge the pods attach to (with the gateway
+// address) and the dummy link that holds the ClusterIPs.
+func setupHostNetwork(ctx context.Context) error {
+	steps := [][]string{
+		{"link", "add", BridgeName, "type", "bridge"},
+		{"addr", "add", GatewayIP + "/16", "dev", BridgeName},
+		{"link", "set", BridgeName, "up"},
+		{"link", "add", ServiceLinkName, "type", "dummy"},
+		{"link", "set", ServiceLinkName, "up"},
+	}
+	for _, s := range steps {
+		if err := run(ctx, "ip", s...); err != nil {
+			return fmt.Errorf("setting up the host network: %w", err)
+		}
+	}
+	return nil
+}
+
+// cleanupHostNetwork removes every network namespace, link and address the
+// local cluster creates; it is safe to call when some or all are gone.
+func cleanupHostNetwork(ctx context.Context) {
+	for _, ns := range listNetns() {
+		if strings.HasPrefix(ns, netnsPrefix) {
+			_ = run(ctx, "ip", "netns", "del", ns)
+		}
+	}
+	for _, link := range []string{BridgeName, ServiceLinkName} {
+		if linkExists(link) {
+			_ = run(ctx, "ip", "link", "del", link)
+		}
+	}
+}
+
+func listNetns() []string {
+	entries, _ := os.ReadDir("/run/netns")
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func linkExists(name string) bool {
+	return exec.Command("ip", "link", "show", name).Run() == nil
+}
+
+// podNetwork is a pod's network namespace and its address.
+type podNetwork struct {
+	netns    string // name under /run/netns
+	hostVeth string // the host end of the pod's veth pair
+	ip       string
+}
+
+func newPodNetwork(podUID, ip string) podNetwork {
+	id := strings.ReplaceAll(podUID, "-", "")
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	return podNetwork{netns: netnsPrefix + id, hostVeth: "lcv" + id, ip: ip}
+}
+
+func (n podNetwork) netnsPath() string { return "/run/netns/" + n.netns }
+
+// setup creates the namespace, a veth pair into it attached to the bridge,
+// the pod's address and its default route through the gateway. It is
+// idempotent: a namespace left by an earlier attempt is replaced.
+func (n podNetwork) setup(ctx context.Context) error {
+	n.teardown(ctx)
+	steps := [][]string{
+		{"netns", "add", n.netns},
+		{"link", "add", n.hostVeth, "type", "veth", "peer", "name", "eth0", "netns", n.netns},
+		{"link", "set", n.hostVeth, "master", BridgeName, "up"},
+		{"-n", n.netns, "link", "set", "lo", "up"},
+		{"-n", n.netns, "addr", "add", n.ip + "/16", "dev", "eth0"},
+		{"-n", n.netns, "link", "set", "eth0", "up"},
+		{"-n", n.netns, "route", "add", "default", "via", GatewayIP},
+	}
+	for _, s := range steps {
+		if err := run(ctx, "ip", s...); err != nil {
+			return fmt.Errorf("setting up the pod network: %w", err)
+		}
+	}
+	return nil
+}
+
+// teardown deletes the namespace (and with it the veth pair).
+func (n podNetwork) teardown(ctx context.Context) {
+	if _, err := os.Stat(n.netnsPath()); err == nil {
+		_ = run(ctx, "ip", "netns", "del", n.netns)
+	}
+	if linkExists(n.hostVeth) {
+		_ = run(ctx, "ip", "link", "del", n.hostVeth)
+	}
+}
+
+// cut takes the pod off the network: its veth goes down on the host side,
+// so nothing reaches it and it reaches nothing.
+func (n podNetwork) cut(ctx context.Context) error {
+	return run(ctx, "ip", "link", "set", n.hostVeth, "down")
+}
+
+// heal brings a cut pod back.
+func (n podNetwork) heal(ctx context.Context) error {
+	return run(ctx, "ip", "link", "set", n.hostVeth, "up")
+}

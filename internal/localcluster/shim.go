@@ -1,0 +1,183 @@
+package localcluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// ShimCommand is the subcommand of the localcluster binary that turns
+// itself into a container: the node agent starts it in a new mount and UTS
+// namespace, it builds the container's root, enters the pod's network
+// namespace and executes the container's command in its place.
+const ShimCommand = "shim"
+
+// shimSpec is what the shim needs to become a container.
+type shimSpec struct {
+	Netns    string      `json:"netns"`
+	Rootfs   string      `json:"rootfs"`
+	Hostname string      `json:"hostname"`
+	BinDir   string      `json:"binDir"`
+	Mounts   []shimMount `json:"mounts"`
+	Argv     []string    `json:"argv"`
+	Env      []string    `json:"env"`
+	WorkDir  string      `json:"workDir"`
+}
+
+// shimMount binds Source (a host path) at Target inside the container.
+type shimMount struct {
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"readOnly"`
+}
+
+// hostDirs are the host directories a container sees read-only: programs,
+// libraries and /etc. Everything else in its root is its own.
+var hostDirs = []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", "/etc"}
+
+// RunShim becomes the container described by the spec file. It only returns
+// on error.
+func RunShim(specPath string) error {
+	data, err := os.ReadFile(specPath)
+	if err != nil {
+		return err
+	}
+	var spec shimSpec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return fmt.Errorf("reading %s: %w", specPath, err)
+	}
+	// Namespaces belong to threads until exec.
+	runtime.LockOSThread()
+	if err := buildRoot(spec); err != nil {
+		return fmt.Errorf("building the container root: %w", err)
+	}
+	if err := unix.Sethostname([]byte(spec.Hostname)); err != nil {
+		return fmt.Errorf("setting the hostname: %w", err)
+	}
+	netns, err := os.Open(spec.Netns)
+	if err != nil {
+		return fmt.Errorf("opening the pod's network namespace: %w", err)
+	}
+	if err := unix.Setns(int(netns.Fd()), unix.CLONE_NEWNET); err != nil {
+		return fmt.Errorf("entering the pod's network namespace: %w", err)
+	}
+	_ = netns.Close()
+	if err := unix.Chroot(spec.Rootfs); err != nil {
+		return fmt.Errorf("chroot: %w", err)
+	}
+	workDir := spec.WorkDir
+	if workDir == "" {
+		workDir = "/"
+	}
+	if err := os.MkdirAll(workDir, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Chdir(workDir); err != nil {
+		return fmt.Errorf("changing to the working directory %s: %w", workDir, err)
+	}
+	if len(spec.Argv) == 0 {
+		return fmt.Errorf("no command to run")
+	}
+	return unix.Exec(spec.Argv[0], spec.Argv, spec.Env)
+}
+
+// buildRoot assembles the container's root directory in a private tmpfs:
+// the host's program and library directories read-only, /dev, /proc and
+// /sys from the host, its own /tmp and /run, the project's binaries, and
+// the pod's volumes at their mount paths.
+func buildRoot(spec shimSpec) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("making mounts private: %w", err)
+	}
+	root := spec.Rootfs
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", root, "tmpfs", 0, "size=256m,mode=755"); err != nil {
+		return fmt.Errorf("mounting the root tmpfs: %w", err)
+	}
+	for _, dir := range hostDirs {
+		if err := bindHostPath(root, dir, true); err != nil {
+			return err
+		}
+	}
+	for _, dir := range []string{"/dev", "/proc", "/sys"} {
+		if err := bindHostPath(root, dir, dir == "/sys"); err != nil {
+			return err
+		}
+	}
+	for _, dir := range []string{"/tmp", "/run", "/var/tmp", "/root"} {
+		if err := os.MkdirAll(filepath.Join(root, dir), 0o1777); err != nil {
+			return err
+		}
+	}
+	if spec.BinDir != "" {
+		if err := bindMount(spec.BinDir, filepath.Join(root, spec.BinDir), true); err != nil {
+			return err
+		}
+	}
+	for _, m := range spec.Mounts {
+		if err := bindMount(m.Source, filepath.Join(root, m.Target), m.ReadOnly); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bindHostPath makes the host's path appear at the same path under root:
+// a symlink is copied (merged-/usr systems link /bin to usr/bin), a
+// directory is bind-mounted.
+func bindHostPath(root, path string, readOnly bool) error {
+	fi, err := os.Lstat(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		target, err := os.Readlink(path)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(target, filepath.Join(root, path))
+	}
+	return bindMount(path, filepath.Join(root, path), readOnly)
+}
+
+// bindMount binds source at target, creating target as a directory or an
+// empty file to match source.
+func bindMount(source, target string, readOnly bool) error {
+	fi, err := os.Stat(source)
+	if err != nil {
+		return fmt.Errorf("mount source: %w", err)
+	}
+	if _, statErr := os.Stat(target); statErr == nil {
+		// The mount point exists (a file in the read-only /etc, say).
+	} else if fi.IsDir() {
+		err = os.MkdirAll(target, 0o755)
+	} else {
+		if err = os.MkdirAll(filepath.Dir(target), 0o755); err == nil {
+			var f *os.File
+			if f, err = os.OpenFile(target, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+				err = f.Close()
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("creating mount point %s: %w", target, err)
+	}
+	if err := unix.Mount(source, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("binding %s at %s: %w", source, target, err)
+	}
+	if readOnly {
+		if err := unix.Mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("making %s read-only: %w", target, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+package localcluster_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+)
+
+// TestCertManagerIssuesCertificates installs cert-manager as the demo does
+// and has it issue a CA and a leaf certificate into Secrets.
+func TestCertManagerIssuesCertificates(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	kubectl := filepath.Join(repoRoot, "bin", "kubectl-v1.37.2")
+	install := exec.Command(filepath.Join(repoRoot, "hack", "localcluster", "install-cert-manager.sh"), kubectl)
+	install.Env = append(os.Environ(), "KUBECONFIG="+restCfgPath())
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("installing cert-manager: %v\n%s", err, out)
+	}
+	ns := newNamespace(ctx, t)
+	dyn, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuers := dyn.Resource(schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "issuers"}).Namespace(ns)
+	certs := dyn.Resource(schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificates"}).Namespace(ns)
+	objects := []struct {
+		res dynamic.ResourceInterface
+		obj map[string]any
+	}{
+		{issuers, map[string]any{"metadata": map[string]any{"name": "selfsigned"}, "spec": map[string]any{"selfSigned": map[string]any{}}}},
+		{certs, map[string]any{"metadata": map[string]any{"name": "ca"}, "spec": map[string]any{
+			"isCA": true, "commonName": "test-ca", "secretName": "ca",
+			"issuerRef": map[string]any{"name": "selfsigned", "kind": "Issuer"},
+		}}},
+		{issuers, map[string]any{"metadata": map[string]any{"name": "ca"}, "spec": map[string]any{"ca": map[string]any{"secretName": "ca"}}}},
+		{certs, map[string]any{"metadata": map[string]any{"name": "server"}, "spec": map[string]any{
+			"secretName": "server", "dnsNames": []any{"server.example"},
+			"issuerRef": map[string]any{"name": "ca", "kind": "Issuer"},
+		}}},
+	}
+	for _, o := range objects {
+		u := &unstructured.Unstructured{Object: o.obj}
+		u.SetAPIVersion("cert-manager.io/v1")
+		if _, err := o.res.Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 2*time.Minute, "the server certificate's Secret", func() error {
+		s, err := client.CoreV1().Secrets(ns).Get(ctx, "server", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
+			if len(s.Data[k]) == 0 {
+				return fmt.Errorf("secret server has no %s", k)
+			}
+		}
+		return nil
+	})
+}
+
+func restCfgPath() string {
+	if state := os.Getenv("LOCALCLUSTER_STATE"); state != "" {
+		return filepath.Join(state, "admin.kubeconfig")
+	}
+	return filepath.Join(repoRoot, ".localcluster", "admin.kubeconfig")
+}

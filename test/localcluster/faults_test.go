@@ -1,0 +1,216 @@
+package localcluster_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcd-operator/etcd-operator/internal/localcluster"
+)
+
+// etcdHealthy asks an etcd pod for /health from the host.
+func etcdHealthy(ip string) error {
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get("http://" + net.JoinHostPort(ip, "2379") + "/health")
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+func restarts(ctx context.Context, ns, name string) (int32, error) {
+	p, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return 0, err
+	}
+	if len(p.Status.ContainerStatuses) == 0 {
+		return 0, fmt.Errorf("no container status")
+	}
+	return p.Status.ContainerStatuses[0].RestartCount, nil
+}
+
+func inject(ctx context.Context, t *testing.T, f localcluster.Fault) {
+	t.Helper()
+	if err := faults.Inject(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFaultKillPauseCut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	pod := createPod(ctx, t, ns, etcdPod("victim"), true)
+	ip := pod.Status.PodIP
+	target := localcluster.Fault{Namespace: ns, Pod: "victim", Container: "etcd"}
+
+	// Kill: the container dies and restarts.
+	f := target
+	f.Action = localcluster.FaultKill
+	inject(ctx, t, f)
+	eventually(t, time.Minute, "the killed container to restart", func() error {
+		n, err := restarts(ctx, ns, "victim")
+		if err != nil || n < 1 {
+			return fmt.Errorf("restarts %d, %v", n, err)
+		}
+		return etcdHealthy(ip)
+	})
+
+	// Pause: the process stops answering; resume: it answers again.
+	f.Action = localcluster.FaultPause
+	inject(ctx, t, f)
+	if err := etcdHealthy(ip); err == nil {
+		t.Fatal("a paused etcd answered")
+	}
+	f.Action = localcluster.FaultResume
+	inject(ctx, t, f)
+	eventually(t, 30*time.Second, "the resumed etcd to answer", func() error { return etcdHealthy(ip) })
+
+	// Cut: unreachable; heal: reachable, without a restart.
+	before, _ := restarts(ctx, ns, "victim")
+	f.Action = localcluster.FaultCut
+	inject(ctx, t, f)
+	if err := etcdHealthy(ip); err == nil {
+		t.Fatal("a pod cut off the network answered")
+	}
+	f.Action = localcluster.FaultHeal
+	inject(ctx, t, f)
+	eventually(t, 30*time.Second, "the healed pod to answer", func() error { return etcdHealthy(ip) })
+	if after, _ := restarts(ctx, ns, "victim"); after != before {
+		t.Errorf("cutting the network restarted the container (%d -> %d)", before, after)
+	}
+}
+
+func TestFaultWipeAndFillVolume(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "small"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("8Mi")}},
+		},
+	}
+	if _, err := client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := busybox("disk", `echo data > /data/file; while true; do
+  if [ -f /data/file ]; then echo present; else echo wiped; fi
+  if echo x >> /data/probe 2>/dev/null; then echo writable; else echo full; fi
+  sleep 0.5; done`)
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "small"}}}}
+	createPod(ctx, t, ns, pod, false)
+	awaitLog := func(what string) {
+		t.Helper()
+		eventually(t, 30*time.Second, "the pod to log "+what, func() error {
+			lines := strings.Split(strings.TrimSpace(containerLog(t, ns, "disk", "main")), "\n")
+			if tail := strings.Join(lines[max(0, len(lines)-2):], " "); !strings.Contains(tail, what) {
+				return fmt.Errorf("last lines: %q", tail)
+			}
+			return nil
+		})
+	}
+	awaitLog("present")
+	inject(ctx, t, localcluster.Fault{Action: localcluster.FaultWipe, Namespace: ns, Pod: "disk", Volume: "data"})
+	awaitLog("wiped")
+	awaitLog("writable")
+	inject(ctx, t, localcluster.Fault{Action: localcluster.FaultFill, Namespace: ns, Pod: "disk", Volume: "data"})
+	awaitLog("full")
+}
+
+func TestFaultDeletePod(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	createPod(ctx, t, ns, busybox("doomed", "sleep 3600"), false)
+	inject(ctx, t, localcluster.Fault{Action: localcluster.FaultDeletePod, Namespace: ns, Pod: "doomed"})
+	eventually(t, time.Minute, "the pod to be gone", func() error {
+		if _, err := client.CoreV1().Pods(ns).Get(ctx, "doomed", metav1.GetOptions{}); err == nil {
+			return fmt.Errorf("still there")
+		}
+		return nil
+	})
+}
+
+// TestFaultStopNode stops a node and starts it again. It is not parallel:
+// stopping a node kills the pods of the other tests on it.
+func TestFaultStopNode(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	pod := etcdPod("pinned")
+	pod.Spec.NodeName = "node-3"
+	p := createPod(ctx, t, ns, pod, true)
+	inject(ctx, t, localcluster.Fault{Action: localcluster.FaultStopNode, Node: "node-3"})
+	if err := etcdHealthy(p.Status.PodIP); err == nil {
+		t.Error("a pod of a stopped node answered")
+	}
+	eventually(t, 2*time.Minute, "node-3 to turn NotReady", func() error {
+		n, err := client.CoreV1().Nodes().Get(ctx, "node-3", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("still Ready")
+	})
+	inject(ctx, t, localcluster.Fault{Action: localcluster.FaultStartNode, Node: "node-3"})
+	eventually(t, 2*time.Minute, "node-3 to be Ready and its pod to answer again", func() error {
+		n, err := client.CoreV1().Nodes().Get(ctx, "node-3", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+				return fmt.Errorf("node not Ready: %s", c.Reason)
+			}
+		}
+		p, err := client.CoreV1().Pods(ns).Get(ctx, "pinned", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		return etcdHealthy(p.Status.PodIP)
+	})
+}
+
+// TestCLIFault injects a fault through the CLI, as a person would.
+func TestCLIFault(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	createPod(ctx, t, ns, busybox("cli", "sleep 3600"), false)
+	state := filepath.Join(repoRoot, ".localcluster")
+	out, err := exec.Command(filepath.Join(repoRoot, "bin", "localcluster"), "fault", "kill", "--state-dir", state, "--namespace", ns, "--pod", "cli").CombinedOutput()
+	if err != nil {
+		t.Fatalf("localcluster fault kill: %v: %s", err, out)
+	}
+	eventually(t, time.Minute, "the killed container to restart", func() error {
+		n, err := restarts(ctx, ns, "cli")
+		if err != nil || n < 1 {
+			return fmt.Errorf("restarts %d, %v", n, err)
+		}
+		return nil
+	})
+	out, err = exec.Command(filepath.Join(repoRoot, "bin", "localcluster"), "fault", "kill", "--state-dir", state, "--namespace", ns, "--pod", "missing").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "is not running on any node") {
+		t.Errorf("a fault on a missing pod: err %v, output %q", err, out)
+	}
+}
