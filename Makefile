@@ -85,8 +85,8 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 	$(GOLANGCI_LINT) run
 
 .PHONY: test
-test: manifests generate $(ENVTEST_ASSETS) ## Run unit tests and the schema tests against a real kube-apiserver.
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test $(GOTEST_FLAGS) ./...
+test: manifests generate $(ENVTEST_ASSETS) localcluster-binaries ## Run the unit tests, the API server tests and the local cluster's suite (needs root).
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test -timeout 30m $(GOTEST_FLAGS) ./...
 
 .PHONY: test-e2e
 test-e2e: ## Run the end-to-end suite on the local cluster (arrives with the local cluster).

@@ -125,9 +125,22 @@ func upDetached(args []string, cfg localcluster.Config, timeout time.Duration) e
 	if err := cmd.Start(); err != nil {
 		return err
 	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	exited := func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := localcluster.WaitReady(ctx, cfg.StateDir, cmd.Process.Pid); err != nil {
+	if err := localcluster.WaitReady(ctx, cfg.StateDir, exited); err != nil {
 		return fmt.Errorf("%w; log: %s", err, logPath)
 	}
 	fmt.Printf("Local cluster is up (pid %d, log %s).\nexport KUBECONFIG=%s\n", cmd.Process.Pid, logPath, cfg.Kubeconfig())

@@ -209,11 +209,12 @@ func unmountUnder(ctx context.Context, dir string) {
 	}
 }
 
-// WaitReady waits until the local cluster in stateDir is ready.
-func WaitReady(ctx context.Context, stateDir string, pid int) error {
+// WaitReady waits until the local cluster in stateDir is ready, or
+// exited reports that its process ended.
+func WaitReady(ctx context.Context, stateDir string, exited func() bool) error {
 	return poll(ctx, 250*time.Millisecond, "the local cluster to be ready", func() error {
-		if pid > 0 && !pidAlive(pid) {
-			return errors.New("the local cluster exited; see its log")
+		if exited() {
+			return errors.New("the local cluster exited")
 		}
 		_, err := os.Stat(filepath.Join(stateDir, "ready"))
 		return err

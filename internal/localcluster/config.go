@@ -18,8 +18,9 @@ import (
 const (
 	// BridgeName is the Linux bridge every pod is attached to.
 	BridgeName = "lcbr0"
-	// ServiceLinkName is the dummy link that holds the ClusterIPs.
-	ServiceLinkName = "lcsvc0"
+	// ServiceLinkName is the link that holds the ClusterIPs, as /32
+	// addresses: the bridge itself (the kernel here has no dummy links).
+	ServiceLinkName = BridgeName
 	// GatewayIP is the host's address on the bridge: pods' default route,
 	// their DNS server, and where kube-apiserver listens.
 	GatewayIP = "10.213.0.1"

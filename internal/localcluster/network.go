@@ -8,15 +8,13 @@ import (
 	"strings"
 )
 
-// setupHostNetwork creates the bridge the pods attach to (with the gateway
-// address) and the dummy link that holds the ClusterIPs.
+// setupHostNetwork creates the bridge the pods attach to, with the gateway
+// address; the ClusterIPs are added to it as they appear.
 func setupHostNetwork(ctx context.Context) error {
 	steps := [][]string{
 		{"link", "add", BridgeName, "type", "bridge"},
 		{"addr", "add", GatewayIP + "/16", "dev", BridgeName},
 		{"link", "set", BridgeName, "up"},
-		{"link", "add", ServiceLinkName, "type", "dummy"},
-		{"link", "set", ServiceLinkName, "up"},
 	}
 	for _, s := range steps {
 		if err := run(ctx, "ip", s...); err != nil {
@@ -34,10 +32,8 @@ func cleanupHostNetwork(ctx context.Context) {
 			_ = run(ctx, "ip", "netns", "del", ns)
 		}
 	}
-	for _, link := range []string{BridgeName, ServiceLinkName} {
-		if linkExists(link) {
-			_ = run(ctx, "ip", "link", "del", link)
-		}
+	if linkExists(BridgeName) {
+		_ = run(ctx, "ip", "link", "del", BridgeName)
 	}
 }
 

@@ -114,7 +114,7 @@ func poll(ctx context.Context, interval time.Duration, what string, check func()
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w (last error: %v)", what, ctx.Err(), last)
+			return fmt.Errorf("waiting for %s: %w (last error: %w)", what, ctx.Err(), last)
 		case <-time.After(interval):
 		}
 	}

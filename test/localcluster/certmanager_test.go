@@ -34,16 +34,17 @@ func TestCertManagerIssuesCertificates(t *testing.T) {
 	issuers := dyn.Resource(schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "issuers"}).Namespace(ns)
 	certs := dyn.Resource(schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificates"}).Namespace(ns)
 	objects := []struct {
-		res dynamic.ResourceInterface
-		obj map[string]any
+		res  dynamic.ResourceInterface
+		kind string
+		obj  map[string]any
 	}{
-		{issuers, map[string]any{"metadata": map[string]any{"name": "selfsigned"}, "spec": map[string]any{"selfSigned": map[string]any{}}}},
-		{certs, map[string]any{"metadata": map[string]any{"name": "ca"}, "spec": map[string]any{
+		{issuers, "Issuer", map[string]any{"metadata": map[string]any{"name": "selfsigned"}, "spec": map[string]any{"selfSigned": map[string]any{}}}},
+		{certs, "Certificate", map[string]any{"metadata": map[string]any{"name": "ca"}, "spec": map[string]any{
 			"isCA": true, "commonName": "test-ca", "secretName": "ca",
 			"issuerRef": map[string]any{"name": "selfsigned", "kind": "Issuer"},
 		}}},
-		{issuers, map[string]any{"metadata": map[string]any{"name": "ca"}, "spec": map[string]any{"ca": map[string]any{"secretName": "ca"}}}},
-		{certs, map[string]any{"metadata": map[string]any{"name": "server"}, "spec": map[string]any{
+		{issuers, "Issuer", map[string]any{"metadata": map[string]any{"name": "ca"}, "spec": map[string]any{"ca": map[string]any{"secretName": "ca"}}}},
+		{certs, "Certificate", map[string]any{"metadata": map[string]any{"name": "server"}, "spec": map[string]any{
 			"secretName": "server", "dnsNames": []any{"server.example"},
 			"issuerRef": map[string]any{"name": "ca", "kind": "Issuer"},
 		}}},
@@ -51,6 +52,7 @@ func TestCertManagerIssuesCertificates(t *testing.T) {
 	for _, o := range objects {
 		u := &unstructured.Unstructured{Object: o.obj}
 		u.SetAPIVersion("cert-manager.io/v1")
+		u.SetKind(o.kind)
 		if _, err := o.res.Create(ctx, u, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -65,7 +65,7 @@ func TestFaultKillPauseCut(t *testing.T) {
 	eventually(t, time.Minute, "the killed container to restart", func() error {
 		n, err := restarts(ctx, ns, "victim")
 		if err != nil || n < 1 {
-			return fmt.Errorf("restarts %d, %v", n, err)
+			return fmt.Errorf("restarts %d, %w", n, err)
 		}
 		return etcdHealthy(ip)
 	})
@@ -111,7 +111,9 @@ func TestFaultWipeAndFillVolume(t *testing.T) {
 	}
 	pod := busybox("disk", `echo data > /data/file; while true; do
   if [ -f /data/file ]; then echo present; else echo wiped; fi
-  if echo x >> /data/probe 2>/dev/null; then echo writable; else echo full; fi
+  f=/data/probe-$(date +%s%N)
+  if head -c 4096 /dev/zero > $f 2>/dev/null; then echo writable; else echo full; fi
+  rm -f $f
   sleep 0.5; done`)
 	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
 	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "small"}}}}
@@ -205,7 +207,7 @@ func TestCLIFault(t *testing.T) {
 	eventually(t, time.Minute, "the killed container to restart", func() error {
 		n, err := restarts(ctx, ns, "cli")
 		if err != nil || n < 1 {
-			return fmt.Errorf("restarts %d, %v", n, err)
+			return fmt.Errorf("restarts %d, %w", n, err)
 		}
 		return nil
 	})

@@ -68,8 +68,8 @@ func (d *DNS) Serve(ctx context.Context, addr string) error {
 func (d *DNS) ServeConns(ctx context.Context, pc net.PacketConn, l net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer pc.Close()
-	defer l.Close()
+	defer func() { _ = pc.Close() }()
+	defer func() { _ = l.Close() }()
 
 	var wg sync.WaitGroup
 	errs := make([]error, 2)

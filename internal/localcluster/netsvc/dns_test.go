@@ -288,8 +288,8 @@ func TestListenUDPAndTCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pc.Close()
-	defer l.Close()
+	defer func() { _ = pc.Close() }()
+	defer func() { _ = l.Close() }()
 	if u, tc := pc.LocalAddr().(*net.UDPAddr).Port, l.Addr().(*net.TCPAddr).Port; u != tc {
 		t.Errorf("UDP port %d != TCP port %d", u, tc)
 	}

@@ -180,8 +180,8 @@ func TestServiceProxyFollowsChanges(t *testing.T) {
 	if err := p.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := exchange(addr, "hello"); err == nil || !isRefused(err) {
-		t.Errorf("after the Service is deleted: connecting gave %v, want connection refused", err)
+	if err := refused(addr)(); err != nil {
+		t.Errorf("after the Service is deleted: %v", err)
 	}
 	if got := addrs.list(); len(got) != 0 {
 		t.Errorf("after the Service is deleted: addresses = %q, want none", got)
@@ -193,10 +193,10 @@ func TestServiceProxyFollowsChanges(t *testing.T) {
 // checks what Run leaves behind when its context ends.
 func TestServiceProxyRun(t *testing.T) {
 	t.Parallel()
-	ip := nextClusterIP()
-	port := freePort(t, ip)
-	addr := net.JoinHostPort(ip, strconv.Itoa(int(port)))
-	client := fake.NewClientset()
+	ip, otherIP := nextClusterIP(), nextClusterIP()
+	port, otherPort := freePort(t, ip), freePort(t, otherIP)
+	addr, otherAddr := net.JoinHostPort(ip, strconv.Itoa(int(port))), net.JoinHostPort(otherIP, strconv.Itoa(int(otherPort)))
+	client := fake.NewClientset(makeService("default", "other").clusterIP(otherIP).port("", "", otherPort).obj())
 	watching := watchStarted(client)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	services := factory.Core().V1().Services()
@@ -229,6 +229,10 @@ func TestServiceProxyRun(t *testing.T) {
 	create(t, client, echoSlice(t, "web-1", "a", true))
 	create(t, client, makeService("default", "web").clusterIP(ip).port("http", corev1.ProtocolTCP, port).obj())
 	eventually(t, "the new Service to forward to endpoint a", replyIs(addr, "a:hello"))
+	// Listening since the first Sync, but without endpoints.
+	if reply, err := exchange(otherAddr, "hello"); reply != "" || (err != nil && !closedByPeer(err)) {
+		t.Errorf("Service default/other without endpoints: reply %q, error %v; want the connection closed", reply, err)
+	}
 
 	if _, err := client.DiscoveryV1().EndpointSlices("default").Update(ctx, echoSlice(t, "web-1", "b", true), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -239,12 +243,7 @@ func TestServiceProxyRun(t *testing.T) {
 	if err := client.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the deleted Service's listener to close", func() error {
-		if _, err := exchange(addr, "hello"); !isRefused(err) {
-			return fmt.Errorf("connecting gave %v, want connection refused", err)
-		}
-		return nil
-	})
+	eventually(t, "the deleted Service's listener to close", refused(addr))
 
 	cancel()
 	select {
@@ -254,6 +253,9 @@ func TestServiceProxyRun(t *testing.T) {
 	}
 	if _, err := io.ReadAll(held); err != nil && !isReset(err) {
 		t.Errorf("connection open across shutdown: %v, want it closed", err)
+	}
+	if err := refused(otherAddr)(); err != nil {
+		t.Errorf("after Run, Service default/other: %v", err)
 	}
 	if got := addrs.list(); len(got) != 0 {
 		t.Errorf("after Run: addresses = %q, want none", got)
@@ -288,7 +290,7 @@ func freePort(t *testing.T, ip string) int32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return int32(l.Addr().(*net.TCPAddr).Port)
 }
 
@@ -321,7 +323,7 @@ func startEcho(t *testing.T, id string) int32 {
 				return
 			}
 			go func() {
-				defer c.Close()
+				defer func() { _ = c.Close() }()
 				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 				data, err := io.ReadAll(c)
 				if err == nil {
@@ -340,7 +342,7 @@ func exchange(addr, msg string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.Write([]byte(msg)); err != nil {
 		return "", err
@@ -360,6 +362,20 @@ func replyIs(addr, want string) func() error {
 			err = fmt.Errorf("reply %q, want %q", got, want)
 		}
 		return err
+	}
+}
+
+// refused returns a condition that holds when connecting to addr is refused.
+func refused(addr string) func() error {
+	return func() error {
+		_, err := exchange(addr, "hello")
+		switch {
+		case isRefused(err):
+			return nil
+		case err == nil:
+			return errors.New("connection accepted, want refused")
+		}
+		return fmt.Errorf("want connection refused: %w", err)
 	}
 }
 
