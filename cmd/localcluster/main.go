@@ -17,8 +17,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -109,6 +107,11 @@ func upDetached(args []string, cfg localcluster.Config, timeout time.Duration) e
 			rest = append(rest, a)
 		}
 	}
+	if pid, ok := localcluster.RunningPid(cfg.StateDir); ok {
+		fmt.Printf("Local cluster is already running (pid %d).\nexport KUBECONFIG=%s\n", pid, cfg.Kubeconfig())
+		return nil
+	}
+	_ = os.Remove(filepath.Join(cfg.StateDir, "ready"))
 	logPath := cfg.StateDir + ".log"
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -150,21 +153,20 @@ func upDetached(args []string, cfg localcluster.Config, timeout time.Duration) e
 // down stops the local cluster of the state directory and waits until it
 // has removed what it created.
 func down(cfg localcluster.Config, timeout time.Duration) error {
-	data, err := os.ReadFile(filepath.Join(cfg.StateDir, "ready"))
-	if err != nil {
+	pid, ok := localcluster.RunningPid(cfg.StateDir)
+	if !ok {
 		fmt.Println("No local cluster is running from", cfg.StateDir)
 		return nil
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
-		return err
 	}
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		fmt.Println("No local cluster is running from", cfg.StateDir)
 		return nil
 	}
 	deadline := time.Now().Add(timeout)
-	for syscall.Kill(pid, 0) == nil {
+	for {
+		if _, alive := localcluster.RunningPid(cfg.StateDir); !alive {
+			break
+		}
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 			return fmt.Errorf("the local cluster (pid %d) did not stop within %s; killed it, the next `up` cleans up", pid, timeout)

@@ -52,6 +52,9 @@ func Run(ctx context.Context, cfg Config, ready func(*Cluster)) error {
 		cleanup(context.Background(), cfg.StateDir)
 		_ = os.Remove(lockFile)
 	}()
+	// Everything started below stops before the cleanup above.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	for _, dir := range []string{cfg.logDir(), cfg.pidDir(), cfg.podsDir(), cfg.volumesDir()} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
@@ -68,6 +71,15 @@ func Run(ctx context.Context, cfg Config, ready func(*Cluster)) error {
 		return err
 	}
 	c.client = client
+	// Pods need their namespace's default ServiceAccount, which
+	// kube-controller-manager creates.
+	err = poll(ctx, 200*time.Millisecond, "the default ServiceAccount", func() error {
+		_, err := client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
+	if err != nil {
+		return err
+	}
 	if _, err := client.StorageV1().StorageClasses().Create(ctx, storageClass(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the default StorageClass: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -235,7 +236,21 @@ func (n *node) register(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("registering node %s: %w", n.name, err)
 	}
-	return n.updateNodeStatus(ctx, node)
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := n.updateNodeStatus(ctx, node); !apierrors.IsConflict(err) {
+			return err
+		}
+		latest, getErr := n.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+		if getErr != nil {
+			return getErr
+		}
+		node = latest
+		return n.updateNodeStatus(ctx, node)
+	})
+	if err != nil {
+		return fmt.Errorf("reporting the status of node %s: %w", n.name, err)
+	}
+	return nil
 }
 
 func (n *node) updateNodeStatus(ctx context.Context, node *corev1.Node) error {

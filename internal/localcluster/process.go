@@ -89,10 +89,33 @@ func killRecorded(dir string) {
 	}
 }
 
-// pidAlive tells whether a process with pid exists.
+// pidAlive tells whether a process with pid exists and is not a zombie
+// (an orphan nobody reaped still answers signals).
 func pidAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which is in parentheses.
+	i := strings.LastIndexByte(string(stat), ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
+}
+
+// RunningPid returns the pid of the local cluster running from stateDir,
+// if one is.
+func RunningPid(stateDir string) (int, bool) {
+	data, err := os.ReadFile(filepath.Join(stateDir, "ready"))
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || !pidAlive(pid) {
+		return 0, false
+	}
+	return pid, true
 }
 
 // run runs a command and returns its combined output in the error.
