@@ -72,8 +72,9 @@ func main() {
 	}
 
 	if err := (&controllers.ClusterReconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("etcd-operator-cluster"),
+		Client:        mgr.GetClient(),
+		Recorder:      mgr.GetEventRecorder("etcd-operator-cluster"),
+		NewEtcdClient: controllers.NewEtcdClient,
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "etcdcluster")
 		os.Exit(1)

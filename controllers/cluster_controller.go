@@ -4,17 +4,20 @@ package controllers
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
+	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
 	"github.com/etcd-operator/etcd-operator/internal/conditions"
 )
 
@@ -22,21 +25,25 @@ import (
 // status writes.
 const ClusterFieldManager = "etcd-operator-cluster"
 
-// ClusterReconciler reconciles the shape of an EtcdCluster. Today it reports
-// what it reads from the spec: the member selector for the scale subresource
-// and the ConfigurationWarning condition. Member Pods, Services and the
-// PodDisruptionBudget are built here by the topology work that follows.
+// ClusterReconciler reconciles the topology of an EtcdCluster: its
+// Services, its PodDisruptionBudget and its members (Pods, claims and etcd
+// membership), one step per pass, re-deriving everything from etcd and the
+// API server. It also reports the ConfigurationWarning condition.
 type ClusterReconciler struct {
 	client.Client
 	Recorder recorder.EventRecorder
+	// NewEtcdClient connects to a cluster's members.
+	NewEtcdClient EtcdClientFactory
 }
 
 // +kubebuilder:rbac:groups=etcd.aenix.io,resources=etcdclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=etcd.aenix.io,resources=etcdclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=pods;services;persistentvolumeclaims,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 
-// Reconcile brings the status of one EtcdCluster in line with its spec.
-// Failures return an error (and controller-runtime retries with back-off);
+// Reconcile takes one step of an EtcdCluster towards its spec. Failures
+// return an error (and controller-runtime retries with back-off);
 // RequeueAfter is used only for waits on something known.
 func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	cluster := &etcdv1alpha1.EtcdCluster{}
@@ -49,28 +56,41 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 
 	warning := conditions.ConfigurationWarning(cluster)
 	if warning.Status == metav1.ConditionTrue && !meta.IsStatusConditionPresentAndEqual(cluster.Status.Conditions, warning.Type, warning.Status) {
-		r.Recorder.Eventf(cluster, nil, "Warning", warning.Reason, "Validate", warning.Message)
+		r.event(cluster, "Warning", warning.Reason, "%s", warning.Message)
 	}
-	err := applyStatus(ctx, r.Client, cluster, ClusterFieldManager, statusPatch{
-		conditions: []metav1.Condition{warning},
-		fields:     map[string]any{"selector": MemberSelector(cluster).String()},
-	})
+	if err := r.reconcileChildren(ctx, cluster); err != nil {
+		return ctrl.Result{}, err
+	}
+	observed, err := r.observe(ctx, cluster)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	log.FromContext(ctx).V(1).Info("Reconciled cluster", "generation", cluster.Generation)
-	return ctrl.Result{}, nil
+	step := plan(observed)
+	status := topologyStatus(observed, step)
+	status.conditions = append(status.conditions, warning)
+	if err := applyStatus(ctx, r.Client, cluster, ClusterFieldManager, status); err != nil {
+		return ctrl.Result{}, err
+	}
+	wait, err := r.act(ctx, cluster, observed, step)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	log.FromContext(ctx).V(1).Info("Reconciled cluster", "step", step.String())
+	return ctrl.Result{RequeueAfter: wait}, nil
 }
 
 // MemberSelector selects the member Pods of a cluster.
 func MemberSelector(cluster *etcdv1alpha1.EtcdCluster) labels.Selector {
-	return labels.SelectorFromSet(labels.Set{etcdv1alpha1.LabelCluster: cluster.Name})
+	return labels.SelectorFromSet(builder.MemberSelectorLabels(cluster))
 }
 
 // SetupWithManager registers the reconciler with mgr.
 func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&etcdv1alpha1.EtcdCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&etcdv1alpha1.EtcdCluster{}, ctrlbuilder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&corev1.Pod{}).
+		Owns(&corev1.Service{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		Named("etcdcluster").
 		Complete(r)
 }

@@ -14,6 +14,10 @@ const (
 	// has as many members as spec.replicas.
 	ConditionReady = "Ready"
 
+	// ConditionProgressing is True while the operator changes the cluster;
+	// its reason names the step and its message what it waits for.
+	ConditionProgressing = "Progressing"
+
 	// ConditionConfigurationWarning is True when the spec is accepted but
 	// part of it is ignored or questionable; the message says what to change.
 	ConditionConfigurationWarning = "ConfigurationWarning"

@@ -22,7 +22,7 @@ func TestCertManagerIssuesCertificates(t *testing.T) {
 	ctx := context.Background()
 	kubectl := filepath.Join(repoRoot, "bin", "kubectl-v1.37.2")
 	install := exec.Command(filepath.Join(repoRoot, "hack", "localcluster", "install-cert-manager.sh"), kubectl)
-	install.Env = append(os.Environ(), "KUBECONFIG="+restCfgPath())
+	install.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig())
 	if out, err := install.CombinedOutput(); err != nil {
 		t.Fatalf("installing cert-manager: %v\n%s", err, out)
 	}
@@ -69,11 +69,4 @@ func TestCertManagerIssuesCertificates(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-func restCfgPath() string {
-	if state := os.Getenv("LOCALCLUSTER_STATE"); state != "" {
-		return filepath.Join(state, "admin.kubeconfig")
-	}
-	return filepath.Join(repoRoot, ".localcluster", "admin.kubeconfig")
 }

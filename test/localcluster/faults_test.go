@@ -199,7 +199,7 @@ func TestCLIFault(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	createPod(ctx, t, ns, busybox("cli", "sleep 3600"), false)
-	state := filepath.Join(repoRoot, ".localcluster")
+	state := env.StateDir
 	out, err := exec.Command(filepath.Join(repoRoot, "bin", "localcluster"), "fault", "kill", "--state-dir", state, "--namespace", ns, "--pod", "cli").CombinedOutput()
 	if err != nil {
 		t.Fatalf("localcluster fault kill: %v: %s", err, out)

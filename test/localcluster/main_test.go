@@ -5,11 +5,9 @@
 package localcluster_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,12 +17,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/etcd-operator/etcd-operator/internal/localcluster"
+	"github.com/etcd-operator/etcd-operator/test/support"
 )
 
 var (
+	env      *support.Env
 	client   kubernetes.Interface
 	restCfg  *rest.Config
 	faults   *localcluster.Faults
@@ -34,54 +33,15 @@ var (
 // TestMain starts the local cluster (or reuses the one running from the
 // same state directory) and stops it afterwards if it started it.
 func TestMain(m *testing.M) {
-	code, err := runSuite(m)
+	e, stop, err := support.Start(filepath.Join("..", ".."))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	env, client, restCfg, faults, repoRoot = e, e.Client, e.Config, e.Faults, e.Root
+	code := m.Run()
+	stop()
 	os.Exit(code)
-}
-
-func runSuite(m *testing.M) (int, error) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		return 0, err
-	}
-	repoRoot = root
-	state := os.Getenv("LOCALCLUSTER_STATE")
-	if state == "" {
-		state = filepath.Join(root, ".localcluster")
-	}
-	bin := filepath.Join(root, "bin", "localcluster")
-	if _, err := os.Stat(bin); err != nil {
-		return 0, fmt.Errorf("%s is missing: run the tests with `make test`, which builds the local cluster", bin)
-	}
-	started := false
-	if _, err := os.Stat(filepath.Join(state, "ready")); err != nil {
-		up := exec.Command(bin, "up", "--detach", "--state-dir", state, "--bin-dir", filepath.Join(root, "bin"), "--nodes", "3")
-		up.Stdout, up.Stderr = os.Stdout, os.Stderr
-		if err := up.Run(); err != nil {
-			return 0, fmt.Errorf("starting the local cluster: %w", err)
-		}
-		started = true
-	}
-	if started && os.Getenv("LOCALCLUSTER_KEEP") == "" {
-		defer func() {
-			down := exec.Command(bin, "down", "--state-dir", state)
-			down.Stdout, down.Stderr = os.Stdout, os.Stderr
-			_ = down.Run()
-		}()
-	}
-	restCfg, err = clientcmd.BuildConfigFromFlags("", filepath.Join(state, "admin.kubeconfig"))
-	if err != nil {
-		return 0, err
-	}
-	client, err = kubernetes.NewForConfig(restCfg)
-	if err != nil {
-		return 0, err
-	}
-	faults = localcluster.NewFaults(state)
-	return m.Run(), nil
 }
 
 // newNamespace creates a namespace for one test and waits for its default
@@ -102,21 +62,9 @@ func newNamespace(ctx context.Context, t *testing.T) string {
 	return ns.Name
 }
 
-// eventually polls check until it returns nil, or fails the test after
-// timeout saying what it waited for and the last error.
 func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	support.Eventually(t, timeout, what, check)
 }
 
 // busybox is a pod running a shell command with the host's tools.
@@ -222,21 +170,8 @@ func runInPod(ctx context.Context, t *testing.T, ns, name, script string) string
 	return out
 }
 
-// containerLog reads a container's log from the node agent's pod directory
-// (the local cluster serves no kubelet API for `kubectl logs`).
-func containerLog(t *testing.T, ns, pod, container string) string {
-	t.Helper()
-	state := os.Getenv("LOCALCLUSTER_STATE")
-	if state == "" {
-		state = filepath.Join(repoRoot, ".localcluster")
-	}
-	matches, _ := filepath.Glob(filepath.Join(state, "pods", ns+"_"+pod+"_*", container+".log"))
-	var out bytes.Buffer
-	for _, m := range matches {
-		data, _ := os.ReadFile(m)
-		out.Write(data)
-	}
-	return out.String()
+func containerLog(_ *testing.T, ns, pod, container string) string {
+	return env.ContainerLog(ns, pod, container)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -7,12 +7,8 @@ package schema
 // the message a user reads, and update rules hold on real updates.
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,13 +19,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/test/support"
 )
 
 var k8sClient client.Client
@@ -79,34 +75,6 @@ func newNamespace(ctx context.Context, t *testing.T) string {
 	return ns.Name
 }
 
-// readObjects reads every YAML document of a file.
-func readObjects(t *testing.T, path string) []*unstructured.Unstructured {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var objs []*unstructured.Unstructured
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		obj := map[string]any{}
-		if err := yaml.Unmarshal(doc, &obj); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if len(obj) > 0 {
-			objs = append(objs, &unstructured.Unstructured{Object: obj})
-		}
-	}
-	return objs
-}
-
 // createStrict creates obj as `kubectl apply` would: unknown or duplicate
 // fields are errors.
 func createStrict(ctx context.Context, obj client.Object) error {
@@ -131,7 +99,7 @@ func TestExamplesAreAccepted(t *testing.T) {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			t.Parallel()
 			ns := newNamespace(ctx, t)
-			for _, obj := range readObjects(t, file) {
+			for _, obj := range support.ReadObjects(t, file) {
 				obj.SetNamespace(ns)
 				if err := createStrict(ctx, obj); err != nil {
 					t.Fatalf("%s: %s %q was rejected: %v", file, obj.GetKind(), obj.GetName(), err)
@@ -145,7 +113,7 @@ func TestSeedExampleKeepsEveryField(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
-	objs := readObjects(t, "../../examples/all-fields-seed.yaml")
+	objs := support.ReadObjects(t, "../../examples/all-fields-seed.yaml")
 	if len(objs) != 1 {
 		t.Fatalf("got %d objects, want 1", len(objs))
 	}

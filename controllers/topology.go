@@ -1,0 +1,312 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
+	"github.com/etcd-operator/etcd-operator/internal/etcd"
+)
+
+// EtcdClientFactory connects to the members of a cluster at endpoints.
+type EtcdClientFactory func(endpoints []string) (etcd.Client, error)
+
+// NewEtcdClient is the EtcdClientFactory of the real etcd client.
+func NewEtcdClient(endpoints []string) (etcd.Client, error) {
+	return etcd.New(etcd.Config{Endpoints: endpoints, DialTimeout: 3 * time.Second, CallTimeout: 5 * time.Second})
+}
+
+// Waits of the topology: short, since each pass takes one step.
+const (
+	stepRequeue = 500 * time.Millisecond
+	waitRequeue = 2 * time.Second
+)
+
+// reconcileChildren applies the Services and the PodDisruptionBudget.
+func (r *ClusterReconciler) reconcileChildren(ctx context.Context, c *etcdv1alpha1.EtcdCluster) error {
+	for _, obj := range []client.Object{builder.HeadlessService(c), builder.ClientService(c)} {
+		if err := r.apply(ctx, obj); err != nil {
+			return err
+		}
+	}
+	pdb := builder.PodDisruptionBudget(c)
+	if pdb == nil {
+		existing := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name}}
+		return client.IgnoreNotFound(r.Delete(ctx, existing))
+	}
+	return r.apply(ctx, pdb)
+}
+
+// apply server-side applies a built object as the cluster reconciler.
+func (r *ClusterReconciler) apply(ctx context.Context, obj client.Object) error {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	delete(u, "status")
+	if md, ok := u["metadata"].(map[string]any); ok {
+		delete(md, "creationTimestamp")
+	}
+	ac := client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u})
+	if err := r.Apply(ctx, ac, client.FieldOwner(ClusterFieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying %T %s: %w", obj, obj.GetName(), err)
+	}
+	return nil
+}
+
+// observe reads the cluster's member Pods and, through them, etcd.
+func (r *ClusterReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (observed, error) {
+	o := observed{cluster: c, pods: map[string]*corev1.Pod{}}
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels(builder.MemberSelectorLabels(c))); err != nil {
+		return o, err
+	}
+	var endpoints []string
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !metav1.IsControlledBy(p, c) {
+			continue
+		}
+		o.pods[p.Name] = p
+		endpoints = append(endpoints, builder.ClientURL(c, p.Name))
+	}
+	if len(endpoints) == 0 {
+		o.etcdErr = errors.New("no member Pods")
+		return o, nil
+	}
+	slices.Sort(endpoints)
+	ec, err := r.NewEtcdClient(endpoints)
+	if err != nil {
+		o.etcdErr = err
+		return o, nil
+	}
+	defer func() { _ = ec.Close() }()
+	_, members, err := ec.MemberList(ctx)
+	if err != nil {
+		o.etcdErr = err
+		return o, nil
+	}
+	o.members = members
+	for _, ep := range endpoints {
+		if st, err := ec.Status(ctx, ep); err == nil {
+			o.leader, o.version = st.Leader, st.Version
+			break
+		}
+	}
+	o.healthy = voterHealth(ctx, ec, members)
+	return o, nil
+}
+
+// voterHealth asks every voter for a linearizable read, in parallel.
+func voterHealth(ctx context.Context, ec etcd.Client, members []etcd.Member) map[uint64]bool {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	healthy := map[uint64]bool{}
+	for _, m := range members {
+		if m.IsLearner || len(m.ClientURLs) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := ec.Health(ctx, m.ClientURLs[0])
+			mu.Lock()
+			healthy[m.ID] = err == nil
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return healthy
+}
+
+// act carries out one planned step. It returns how long to wait before
+// the next pass.
+func (r *ClusterReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluster, o observed, a action) (time.Duration, error) {
+	logger := log.FromContext(ctx).WithValues("step", a.kind, "member", a.member)
+	switch a.kind {
+	case actNone:
+		return 0, nil
+	case actWait:
+		return waitRequeue, nil
+	case actCreateSeed, actCreatePod:
+		state := builder.ClusterStateExisting
+		if a.kind == actCreateSeed {
+			state = builder.ClusterStateNew
+		}
+		if claim := builder.MemberClaim(c, a.member); claim != nil {
+			if err := r.Create(ctx, claim); err != nil && !apierrors.IsAlreadyExists(err) {
+				return 0, fmt.Errorf("creating claim %s: %w", claim.Name, err)
+			}
+		}
+		pod := builder.MemberPod(c, builder.Member{Name: a.member, ClusterState: state, InitialCluster: a.initialCluster})
+		if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+			return 0, fmt.Errorf("creating Pod %s: %w", pod.Name, err)
+		}
+		logger.Info("Created member Pod")
+		r.event(c, corev1.EventTypeNormal, "MemberPodCreated", "Created Pod %s (%s)", a.member, a.reason)
+		return stepRequeue, nil
+	case actDeletePod:
+		pod := o.pods[a.member]
+		if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+			return 0, err
+		}
+		if claim := builder.MemberClaim(c, a.member); claim != nil {
+			if err := r.Delete(ctx, claim); client.IgnoreNotFound(err) != nil {
+				return 0, err
+			}
+		}
+		r.event(c, corev1.EventTypeNormal, "MemberPodDeleted", "Deleted Pod %s: %s", a.member, a.reason)
+		return stepRequeue, nil
+	}
+
+	ec, err := r.NewEtcdClient(memberEndpoints(c, o))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = ec.Close() }()
+	switch a.kind {
+	case actAddLearner:
+		if err := etcd.CanAdd(o.members, o.healthy); err != nil {
+			r.event(c, corev1.EventTypeWarning, "AddRefused", "Not adding %s: %v", a.member, err)
+			return waitRequeue, nil
+		}
+		_, _, err := ec.AddLearner(ctx, []string{builder.PeerURL(c, a.member)})
+		if errors.Is(err, etcd.ErrUnhealthyCluster) {
+			return waitRequeue, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("adding learner %s: %w", a.member, err)
+		}
+		logger.Info("Added learner")
+		r.event(c, corev1.EventTypeNormal, "MemberAdded", "Added %s as a learner (%s)", a.member, a.reason)
+		return stepRequeue, nil
+	case actPromote:
+		err := ec.Promote(ctx, a.id)
+		if errors.Is(err, etcd.ErrLearnerNotReady) || errors.Is(err, etcd.ErrUnhealthyCluster) {
+			return waitRequeue, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("promoting %s: %w", a.member, err)
+		}
+		logger.Info("Promoted learner")
+		r.event(c, corev1.EventTypeNormal, "MemberPromoted", "Promoted %s to a voting member", a.member)
+		return stepRequeue, nil
+	case actMoveLeader:
+		voters, _ := split(o.members)
+		for _, v := range voters {
+			if v.ID != a.id {
+				if err := ec.MoveLeader(ctx, v.ID); err != nil {
+					return 0, fmt.Errorf("moving leadership away from %s: %w", a.member, err)
+				}
+				r.event(c, corev1.EventTypeNormal, "LeaderMoved", "Moved leadership from %s to %s before removing it", a.member, memberName(c, v))
+				return stepRequeue, nil
+			}
+		}
+		return waitRequeue, nil
+	case actRemove:
+		if err := etcd.CanRemove(o.members, o.healthy, a.id); err != nil {
+			r.event(c, corev1.EventTypeWarning, "RemoveRefused", "Not removing %s: %v", a.member, err)
+			return waitRequeue, nil
+		}
+		err := ec.Remove(ctx, a.id)
+		if errors.Is(err, etcd.ErrUnhealthyCluster) {
+			return waitRequeue, nil
+		}
+		if err != nil && !errors.Is(err, etcd.ErrMemberNotFound) {
+			return 0, fmt.Errorf("removing member %s: %w", a.member, err)
+		}
+		r.event(c, corev1.EventTypeNormal, "MemberRemoved", "Removed member %s (%s)", a.member, a.reason)
+		return stepRequeue, nil
+	}
+	return 0, fmt.Errorf("unknown step %s", a.kind)
+}
+
+// memberEndpoints are the client URLs of the members that have Pods.
+func memberEndpoints(c *etcdv1alpha1.EtcdCluster, o observed) []string {
+	var eps []string
+	for name := range o.pods {
+		eps = append(eps, builder.ClientURL(c, name))
+	}
+	slices.Sort(eps)
+	return eps
+}
+
+func (r *ClusterReconciler) event(c *etcdv1alpha1.EtcdCluster, eventType, reason, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(c, nil, eventType, reason, "Reconcile", format, args...)
+	}
+}
+
+// topologyStatus is the part of the status the topology owns: member
+// counts, the members, and the Initialized, Ready and Progressing
+// conditions, computed from what the pass observed and decided.
+func topologyStatus(o observed, a action) statusPatch {
+	c := o.cluster
+	want := int(c.DesiredReplicas())
+	ready := 0
+	var members []any
+	for _, m := range o.members {
+		name := memberName(c, m)
+		role := etcdv1alpha1.MemberRoleFollower
+		switch {
+		case m.IsLearner:
+			role = etcdv1alpha1.MemberRoleLearner
+		case m.ID == o.leader:
+			role = etcdv1alpha1.MemberRoleLeader
+		}
+		healthy := o.healthy[m.ID]
+		if healthy && !m.IsLearner {
+			ready++
+		}
+		members = append(members, map[string]any{
+			"name": name, "id": etcd.FormatID(m.ID), "role": string(role), "healthy": healthy,
+			"peerURLs": toAny(m.PeerURLs), "clientURLs": toAny(m.ClientURLs),
+		})
+	}
+	voters, _ := split(o.members)
+	initialized := metav1.Condition{Type: etcdv1alpha1.ConditionInitialized, Status: metav1.ConditionFalse, Reason: "Bootstrapping", Message: "The cluster has not formed yet", ObservedGeneration: c.Generation}
+	if len(o.members) > 0 {
+		initialized.Status, initialized.Reason, initialized.Message = metav1.ConditionTrue, "Formed", "The cluster has formed"
+	}
+	readyCond := metav1.Condition{Type: etcdv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "NotReady",
+		Message: fmt.Sprintf("%d of %d members are ready voters", ready, want), ObservedGeneration: c.Generation}
+	if o.members == nil {
+		readyCond.Reason, readyCond.Message = "Unreachable", fmt.Sprintf("No member answers: %v", o.etcdErr)
+	} else if ready == want && len(voters) == want && len(o.members) == want {
+		readyCond.Status, readyCond.Reason = metav1.ConditionTrue, "AllMembersReady"
+	}
+	progressing := metav1.Condition{Type: etcdv1alpha1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: "Stable", Message: "Membership matches spec.replicas", ObservedGeneration: c.Generation}
+	if a.kind != actNone {
+		progressing.Status, progressing.Reason, progressing.Message = metav1.ConditionTrue, string(a.kind), a.String()
+	}
+	fields := map[string]any{"replicas": int64(len(o.members)), "readyReplicas": int64(ready), "selector": MemberSelector(c).String()}
+	if o.version != "" {
+		fields["version"] = o.version
+	}
+	if members != nil {
+		fields["members"] = members
+	}
+	return statusPatch{conditions: []metav1.Condition{initialized, readyCond, progressing}, fields: fields}
+}
+
+func toAny(s []string) []any {
+	out := make([]any, 0, len(s))
+	for _, v := range s {
+		out = append(out, v)
+	}
+	return out
+}

@@ -1,0 +1,276 @@
+package builder
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+)
+
+// Defaults of member Pods.
+const (
+	// DefaultEtcdImage runs when podTemplate gives the etcd container no
+	// image.
+	DefaultEtcdImage = "quay.io/coreos/etcd:v3.6.16"
+	// EtcdContainerName is the operator's container in a member Pod; a
+	// podTemplate container of this name is merged into it.
+	EtcdContainerName = "etcd"
+	// DataVolumeName is the volume holding a member's data.
+	DataVolumeName = "etcd-data"
+	// DataDir is where the data volume is mounted and etcd keeps its data.
+	DataDir = "/var/lib/etcd"
+)
+
+// Initial cluster states of a member: the seed of a new cluster, or a
+// member joining an existing one.
+const (
+	ClusterStateNew      = "new"
+	ClusterStateExisting = "existing"
+)
+
+// Member is what a member Pod needs besides the cluster's spec.
+type Member struct {
+	// Name is the Pod's name and the etcd member's name.
+	Name string
+	// ClusterState is ClusterStateNew for the member that founds the
+	// cluster, ClusterStateExisting for members added to it.
+	ClusterState string
+	// InitialCluster is etcd's --initial-cluster: name=peerURL pairs of the
+	// members as etcd knows them when this one starts, itself included.
+	InitialCluster string
+}
+
+// PeerURL is the peer URL of a member: its stable name under the headless
+// Service.
+func PeerURL(c *etcdv1alpha1.EtcdCluster, member string) string {
+	return fmt.Sprintf("http://%s:%d", MemberHost(c, member), PeerPort)
+}
+
+// ClientURL is the client URL of a member.
+func ClientURL(c *etcdv1alpha1.EtcdCluster, member string) string {
+	return fmt.Sprintf("http://%s:%d", MemberHost(c, member), ClientPort)
+}
+
+// MemberHost is the DNS name of a member:
+// <member>.<cluster>-headless.<namespace>.svc.
+func MemberHost(c *etcdv1alpha1.EtcdCluster, member string) string {
+	return fmt.Sprintf("%s.%s.%s.svc", member, HeadlessServiceName(c), c.Namespace)
+}
+
+// InitialCluster renders etcd's --initial-cluster from member names and
+// peer URLs, sorted by name so the same members always give the same flag.
+func InitialCluster(peers map[string]string) string {
+	names := slices.Sorted(maps.Keys(peers))
+	parts := make([]string, 0, len(names))
+	for _, n := range names {
+		parts = append(parts, n+"="+peers[n])
+	}
+	return strings.Join(parts, ",")
+}
+
+// ClusterToken is the --initial-cluster-token of a cluster: its UID, unique
+// to this incarnation of the resource, so members of a deleted cluster of
+// the same name can never join it.
+func ClusterToken(c *etcdv1alpha1.EtcdCluster) string {
+	return string(c.UID)
+}
+
+// ClaimName is the name of a member's PersistentVolumeClaim.
+func ClaimName(member string) string {
+	return "data-" + member
+}
+
+// MemberLabels are the labels of a member's Pod and claim: the cluster's
+// labels, the member's name, and the template's labels, which never
+// replace ours.
+func MemberLabels(c *etcdv1alpha1.EtcdCluster, member string, extra map[string]string) map[string]string {
+	labels := maps.Clone(extra)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, ClusterLabels(c))
+	labels[etcdv1alpha1.LabelMember] = member
+	return labels
+}
+
+// MemberPod builds the Pod of a member from the cluster's podTemplate.
+func MemberPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
+	tmpl := c.Spec.PodTemplate.DeepCopy()
+	spec := tmpl.Spec
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            m.Name,
+			Namespace:       c.Namespace,
+			Labels:          MemberLabels(c, m.Name, tmpl.Labels),
+			Annotations:     maps.Clone(tmpl.Annotations),
+			OwnerReferences: []metav1.OwnerReference{OwnerReference(c)},
+		},
+		Spec: corev1.PodSpec{
+			Hostname:                      m.Name,
+			Subdomain:                     HeadlessServiceName(c),
+			RestartPolicy:                 corev1.RestartPolicyAlways,
+			EnableServiceLinks:            ptr.To(false), // ETCD_* variables would be read as flags
+			ImagePullSecrets:              spec.ImagePullSecrets,
+			ServiceAccountName:            spec.ServiceAccountName,
+			Affinity:                      spec.Affinity,
+			NodeSelector:                  spec.NodeSelector,
+			Tolerations:                   spec.Tolerations,
+			SecurityContext:               spec.SecurityContext,
+			PriorityClassName:             spec.PriorityClassName,
+			TopologySpreadConstraints:     spec.TopologySpreadConstraints,
+			TerminationGracePeriodSeconds: spec.TerminationGracePeriodSeconds,
+			SchedulerName:                 spec.SchedulerName,
+			RuntimeClassName:              spec.RuntimeClassName,
+			ReadinessGates:                spec.ReadinessGates,
+			Volumes:                       append([]corev1.Volume{dataVolume(c, m.Name)}, spec.Volumes...),
+		},
+	}
+	etcd := etcdContainer(c, m)
+	var sidecars []corev1.Container
+	for _, ctr := range spec.Containers {
+		if ctr.Name == EtcdContainerName {
+			mergeContainer(&etcd, ctr)
+			continue
+		}
+		sidecars = append(sidecars, ctr)
+	}
+	pod.Spec.Containers = append([]corev1.Container{etcd}, sidecars...)
+	return pod
+}
+
+// dataVolume is the member's data volume: its claim, or an emptyDir.
+func dataVolume(c *etcdv1alpha1.EtcdCluster, member string) corev1.Volume {
+	v := corev1.Volume{Name: DataVolumeName}
+	switch {
+	case c.Spec.Storage.UsesPersistentStorage():
+		v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: ClaimName(member)}
+	case c.Spec.Storage.EmptyDir != nil:
+		v.EmptyDir = c.Spec.Storage.EmptyDir.DeepCopy()
+	default:
+		v.EmptyDir = &corev1.EmptyDirVolumeSource{}
+	}
+	return v
+}
+
+// etcdContainer is the operator's etcd container before the template's
+// etcd container is merged into it.
+func etcdContainer(c *etcdv1alpha1.EtcdCluster, m Member) corev1.Container {
+	probe := func(path string, period, failures int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(MetricsPortName)}},
+			PeriodSeconds:    period,
+			TimeoutSeconds:   5,
+			FailureThreshold: failures,
+		}
+	}
+	return corev1.Container{
+		Name:    EtcdContainerName,
+		Image:   DefaultEtcdImage,
+		Command: []string{"etcd"},
+		Args:    EtcdArgs(c, m),
+		Ports: []corev1.ContainerPort{
+			{Name: ClientPortName, ContainerPort: ClientPort, Protocol: corev1.ProtocolTCP},
+			{Name: PeerPortName, ContainerPort: PeerPort, Protocol: corev1.ProtocolTCP},
+			{Name: MetricsPortName, ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP},
+		},
+		// A member may need a while to replay its log or catch up: the
+		// startup probe gives it five minutes before liveness counts.
+		StartupProbe:   probe("/livez", 5, 60),
+		LivenessProbe:  probe("/livez", 10, 3),
+		ReadinessProbe: probe("/readyz", 5, 3),
+		VolumeMounts:   []corev1.VolumeMount{{Name: DataVolumeName, MountPath: DataDir}},
+	}
+}
+
+// EtcdArgs are the etcd flags of a member: the ones the operator owns,
+// then spec.options sorted by name (the schema refuses options that would
+// override the operator's).
+func EtcdArgs(c *etcdv1alpha1.EtcdCluster, m Member) []string {
+	args := []string{
+		"--name=" + m.Name,
+		"--data-dir=" + DataDir,
+		fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", PeerPort),
+		fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", ClientPort),
+		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", MetricsPort),
+		"--initial-advertise-peer-urls=" + PeerURL(c, m.Name),
+		"--advertise-client-urls=" + ClientURL(c, m.Name),
+		"--initial-cluster=" + m.InitialCluster,
+		"--initial-cluster-state=" + m.ClusterState,
+		"--initial-cluster-token=" + ClusterToken(c),
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Spec.Options)) {
+		args = append(args, "--"+k+"="+c.Spec.Options[k])
+	}
+	return args
+}
+
+// mergeContainer merges the template's etcd container into the operator's:
+// the fields a user may set replace ours when given; env, envFrom and
+// volumeMounts are added. Name, command and args stay the operator's.
+func mergeContainer(dst *corev1.Container, src corev1.Container) {
+	if src.Image != "" {
+		dst.Image = src.Image
+	}
+	if src.ImagePullPolicy != "" {
+		dst.ImagePullPolicy = src.ImagePullPolicy
+	}
+	if src.Resources.Limits != nil || src.Resources.Requests != nil || src.Resources.Claims != nil {
+		dst.Resources = src.Resources
+	}
+	for _, p := range []struct{ dst, src **corev1.Probe }{
+		{&dst.StartupProbe, &src.StartupProbe},
+		{&dst.LivenessProbe, &src.LivenessProbe},
+		{&dst.ReadinessProbe, &src.ReadinessProbe},
+	} {
+		if *p.src != nil {
+			*p.dst = *p.src
+		}
+	}
+	if src.SecurityContext != nil {
+		dst.SecurityContext = src.SecurityContext
+	}
+	if src.Lifecycle != nil {
+		dst.Lifecycle = src.Lifecycle
+	}
+	dst.Env = append(dst.Env, src.Env...)
+	dst.EnvFrom = append(dst.EnvFrom, src.EnvFrom...)
+	dst.VolumeMounts = append(dst.VolumeMounts, src.VolumeMounts...)
+	dst.Ports = append(dst.Ports, extraPorts(dst.Ports, src.Ports)...)
+}
+
+// extraPorts are the ports of add whose names are not in have.
+func extraPorts(have, add []corev1.ContainerPort) []corev1.ContainerPort {
+	var extra []corev1.ContainerPort
+	for _, p := range add {
+		if !slices.ContainsFunc(have, func(h corev1.ContainerPort) bool { return h.Name == p.Name || h.ContainerPort == p.ContainerPort }) {
+			extra = append(extra, p)
+		}
+	}
+	return extra
+}
+
+// MemberClaim builds the PersistentVolumeClaim of a member from
+// volumeClaimTemplate, or returns nil when members use an emptyDir.
+func MemberClaim(c *etcdv1alpha1.EtcdCluster, member string) *corev1.PersistentVolumeClaim {
+	vct := c.Spec.Storage.VolumeClaimTemplate
+	if vct == nil {
+		return nil
+	}
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            ClaimName(member),
+			Namespace:       c.Namespace,
+			Labels:          MemberLabels(c, member, vct.Labels),
+			Annotations:     maps.Clone(vct.Annotations),
+			OwnerReferences: []metav1.OwnerReference{OwnerReference(c)},
+		},
+		Spec: *vct.Spec.DeepCopy(),
+	}
+}

@@ -1,0 +1,170 @@
+package builder
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+)
+
+func (w *clusterWrapper) withPodTemplate(tmpl etcdv1alpha1.PodTemplate) *clusterWrapper {
+	w.Spec.PodTemplate = tmpl
+	return w
+}
+
+func (w *clusterWrapper) withStorage(s etcdv1alpha1.StorageSpec) *clusterWrapper {
+	w.Spec.Storage = s
+	return w
+}
+
+func (w *clusterWrapper) withOptions(o map[string]string) *clusterWrapper {
+	w.Spec.Options = o
+	return w
+}
+
+var seedMember = Member{Name: "a-0", ClusterState: ClusterStateNew, InitialCluster: "a-0=http://a-0.a-headless.ns.svc:2380"}
+
+func TestMemberPodIdentity(t *testing.T) {
+	t.Parallel()
+	c := newCluster("a").withNamespace("ns").obj()
+	pod := MemberPod(c, seedMember)
+	checkEqual(t, pod.Name, "a-0")
+	checkEqual(t, pod.Namespace, "ns")
+	checkEqual(t, pod.Spec.Hostname, "a-0")
+	checkEqual(t, pod.Spec.Subdomain, "a-headless")
+	checkEqual(t, pod.Labels[etcdv1alpha1.LabelMember], "a-0")
+	checkEqual(t, pod.Labels[etcdv1alpha1.LabelCluster], "a")
+	checkEqual(t, pod.OwnerReferences, wantOwner("a"))
+	checkEqual(t, *pod.Spec.EnableServiceLinks, false)
+	etcd := pod.Spec.Containers[0]
+	checkEqual(t, etcd.Name, EtcdContainerName)
+	checkEqual(t, etcd.Image, DefaultEtcdImage)
+	for _, want := range []string{
+		"--name=a-0",
+		"--data-dir=/var/lib/etcd",
+		"--initial-advertise-peer-urls=http://a-0.a-headless.ns.svc:2380",
+		"--advertise-client-urls=http://a-0.a-headless.ns.svc:2379",
+		"--initial-cluster=a-0=http://a-0.a-headless.ns.svc:2380",
+		"--initial-cluster-state=new",
+		"--initial-cluster-token=a-uid",
+		"--listen-metrics-urls=http://0.0.0.0:2381",
+	} {
+		if !slices.Contains(etcd.Args, want) {
+			t.Errorf("args %v lack %s", etcd.Args, want)
+		}
+	}
+	checkEqual(t, etcd.LivenessProbe.HTTPGet.Path, "/livez")
+	checkEqual(t, etcd.ReadinessProbe.HTTPGet.Path, "/readyz")
+	checkEqual(t, etcd.VolumeMounts, []corev1.VolumeMount{{Name: DataVolumeName, MountPath: DataDir}})
+}
+
+func TestMemberPodOptionsAreSortedFlags(t *testing.T) {
+	t.Parallel()
+	c := newCluster("a").withOptions(map[string]string{"max-wals": "5", "election-timeout": "1000"}).obj()
+	args := MemberPod(c, seedMember).Spec.Containers[0].Args
+	tail := args[len(args)-2:]
+	checkEqual(t, tail, []string{"--election-timeout=1000", "--max-wals=5"})
+}
+
+func TestMemberPodStorage(t *testing.T) {
+	t.Parallel()
+	claim := &etcdv1alpha1.EmbeddedPersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
+		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+	}}
+	memory := &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}
+	tests := []struct {
+		name      string
+		storage   etcdv1alpha1.StorageSpec
+		wantClaim bool
+		wantEmpty *corev1.EmptyDirVolumeSource
+	}{
+		{"default emptyDir", etcdv1alpha1.StorageSpec{}, false, &corev1.EmptyDirVolumeSource{}},
+		{"memory emptyDir", etcdv1alpha1.StorageSpec{EmptyDir: memory}, false, memory},
+		{"claim", etcdv1alpha1.StorageSpec{VolumeClaimTemplate: claim}, true, nil},
+		{"both: the claim wins", etcdv1alpha1.StorageSpec{EmptyDir: memory, VolumeClaimTemplate: claim}, true, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCluster("a").withStorage(tt.storage).obj()
+			data := MemberPod(c, seedMember).Spec.Volumes[0]
+			checkEqual(t, data.Name, DataVolumeName)
+			checkEqual(t, data.EmptyDir, tt.wantEmpty)
+			pvc := MemberClaim(c, "a-0")
+			if !tt.wantClaim {
+				checkEqual(t, data.PersistentVolumeClaim, nil)
+				if pvc != nil {
+					t.Errorf("MemberClaim = %v, want nil", pvc)
+				}
+				return
+			}
+			checkEqual(t, data.PersistentVolumeClaim.ClaimName, "data-a-0")
+			checkEqual(t, pvc.Name, "data-a-0")
+			checkEqual(t, pvc.Labels[etcdv1alpha1.LabelMember], "a-0")
+			checkEqual(t, pvc.Spec.Resources.Requests.Storage().String(), "1Gi")
+		})
+	}
+}
+
+func TestMemberPodTemplate(t *testing.T) {
+	t.Parallel()
+	limits := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	tmpl := etcdv1alpha1.PodTemplate{
+		EmbeddedObjectMetadata: etcdv1alpha1.EmbeddedObjectMetadata{
+			Labels:      map[string]string{"env": "prod", etcdv1alpha1.LabelCluster: "spoofed"},
+			Annotations: map[string]string{"note": "x"},
+		},
+		Spec: etcdv1alpha1.PodSpec{
+			ServiceAccountName:            "etcd",
+			PriorityClassName:             "high",
+			TerminationGracePeriodSeconds: ptr.To[int64](30),
+			NodeSelector:                  map[string]string{"disk": "ssd"},
+			Containers: []corev1.Container{
+				{Name: "etcd", Image: "quay.io/coreos/etcd:v3.5.21", Resources: corev1.ResourceRequirements{Limits: limits}, Env: []corev1.EnvVar{{Name: "GOMAXPROCS", Value: "1"}}},
+				{Name: "backup", Image: "busybox"},
+			},
+			Volumes: []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		},
+	}
+	c := newCluster("a").withPodTemplate(tmpl).obj()
+	pod := MemberPod(c, seedMember)
+	checkEqual(t, pod.Labels["env"], "prod")
+	checkEqual(t, pod.Labels[etcdv1alpha1.LabelCluster], "a")
+	checkEqual(t, pod.Annotations["note"], "x")
+	checkEqual(t, pod.Spec.ServiceAccountName, "etcd")
+	checkEqual(t, pod.Spec.PriorityClassName, "high")
+	checkEqual(t, *pod.Spec.TerminationGracePeriodSeconds, int64(30))
+	checkEqual(t, pod.Spec.NodeSelector, map[string]string{"disk": "ssd"})
+	names := []string{}
+	for _, ctr := range pod.Spec.Containers {
+		names = append(names, ctr.Name)
+	}
+	checkEqual(t, names, []string{"etcd", "backup"})
+	etcd := pod.Spec.Containers[0]
+	checkEqual(t, etcd.Image, "quay.io/coreos/etcd:v3.5.21")
+	checkEqual(t, etcd.Resources.Limits, limits)
+	checkEqual(t, etcd.Env, []corev1.EnvVar{{Name: "GOMAXPROCS", Value: "1"}})
+	checkEqual(t, etcd.Command, []string{"etcd"})
+	if !strings.HasPrefix(etcd.Args[0], "--name=") {
+		t.Errorf("the template replaced the operator's args: %v", etcd.Args)
+	}
+	checkEqual(t, len(pod.Spec.Volumes), 2)
+	checkEqual(t, pod.Spec.Volumes[1].Name, "scratch")
+
+	// The builder shares no memory with the cluster.
+	pod.Spec.Containers[1].Image = "changed"
+	pod.Spec.NodeSelector["disk"] = "hdd"
+	checkEqual(t, c.Spec.PodTemplate.Spec.Containers[1].Image, "busybox")
+	checkEqual(t, c.Spec.PodTemplate.Spec.NodeSelector["disk"], "ssd")
+}
+
+func TestInitialCluster(t *testing.T) {
+	t.Parallel()
+	got := InitialCluster(map[string]string{"b": "http://b:2380", "a": "http://a:2380"})
+	checkEqual(t, got, "a=http://a:2380,b=http://b:2380")
+}

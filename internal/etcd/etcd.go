@@ -1,0 +1,470 @@
+// Package etcd is the operator's narrow etcd client: an interface over
+// go.etcd.io/etcd/client/v3 that returns the package's own small types,
+// bounds every call with its own timeout, and keeps the membership safety
+// rules (safety.go) next to the calls they guard. Reconcilers depend on
+// Client only; their unit tests use the fake in internal/etcd/fake.
+package etcd
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+)
+
+// Member is one etcd member.
+type Member struct {
+	// ID is the member ID etcd assigned; FormatID prints it as etcdctl does.
+	ID uint64
+	// Name is the member's --name; empty until a newly added member starts.
+	Name string
+	// PeerURLs are the URLs the member is reached at by its peers.
+	PeerURLs []string
+	// ClientURLs are the URLs the member advertises to clients; empty until
+	// a newly added member starts.
+	ClientURLs []string
+	// IsLearner is set while the member is a non-voting learner.
+	IsLearner bool
+}
+
+// Status is what one member reports about itself (Maintenance.Status).
+type Status struct {
+	// Endpoint is the endpoint that was asked.
+	Endpoint string
+	// MemberID is the ID of the member serving Endpoint.
+	MemberID uint64
+	// ClusterID is the ID of the cluster the member belongs to.
+	ClusterID uint64
+	// Leader is the ID of the leader as the member sees it; 0 when it knows
+	// of none.
+	Leader uint64
+	// Version is the member's server version, such as "3.6.16".
+	Version string
+	// DBSize is the size of the backend database file in bytes;
+	// DBSizeInUse is the part of it holding live data (the rest is freed by
+	// defragmentation).
+	DBSize, DBSizeInUse int64
+	// RaftTerm, RaftIndex and RaftAppliedIndex are the member's raft
+	// progress; a learner has caught up when its applied index is close to
+	// the leader's.
+	RaftTerm, RaftIndex, RaftAppliedIndex uint64
+	// IsLearner is set when the member is a learner.
+	IsLearner bool
+	// Errors are the member's own error reports, such as active alarms.
+	Errors []string
+}
+
+// Alarm is an active alarm.
+type Alarm struct {
+	// MemberID is the member that raised the alarm.
+	MemberID uint64
+	// Type is the alarm type as etcd names it: "NOSPACE" or "CORRUPT".
+	Type string
+}
+
+// Alarm types.
+const (
+	AlarmNoSpace = "NOSPACE"
+	AlarmCorrupt = "CORRUPT"
+)
+
+var (
+	// ErrLearnerNotReady is returned (wrapped) by Promote when etcd refuses
+	// to promote a learner that has not caught up with the leader yet. It is
+	// a wait, not a failure: try again later.
+	ErrLearnerNotReady = errors.New("learner has not caught up with the leader yet")
+	// ErrMemberNotFound is returned (wrapped) by Promote and Remove when no
+	// member has the given ID, e.g. because an earlier pass removed it.
+	ErrMemberNotFound = errors.New("member not found")
+	// ErrUnhealthyCluster is returned (wrapped) by AddVoter and Remove when
+	// etcd's strict reconfiguration check refuses a change of voters: the
+	// member handling it must have been connected, for the last 5 seconds,
+	// to enough voting peers that a quorum stays connected after the change.
+	// Right after a member starts or leadership moves, this is a wait of up
+	// to 5s, not a failure.
+	ErrUnhealthyCluster = errors.New("etcd refuses membership changes until its leader has been connected to its peers for 5s")
+)
+
+// Client talks to one etcd cluster. Every call is bounded by the client's
+// CallTimeout on top of the caller's context.
+type Client interface {
+	// MemberList returns the cluster ID and members, read linearizably.
+	MemberList(ctx context.Context) (clusterID uint64, members []Member, err error)
+	// AddLearner adds a learner with peerURLs and returns it (Name is empty
+	// until it starts) and the new member list.
+	AddLearner(ctx context.Context, peerURLs []string) (Member, []Member, error)
+	// AddVoter adds a voting member (for versions without learners, or
+	// bootstrap) and returns it and the new member list. It returns an error
+	// wrapping ErrUnhealthyCluster when etcd asks to wait.
+	AddVoter(ctx context.Context, peerURLs []string) (Member, []Member, error)
+	// Promote promotes a learner to a voting member. It returns an error
+	// wrapping ErrLearnerNotReady when etcd refuses because the learner has
+	// not caught up yet.
+	Promote(ctx context.Context, id uint64) error
+	// Remove removes a member. It returns an error wrapping ErrMemberNotFound
+	// when there is no such member, and one wrapping ErrUnhealthyCluster when
+	// etcd asks to wait.
+	Remove(ctx context.Context, id uint64) error
+	// Status asks one endpoint, and only that one, for its status.
+	Status(ctx context.Context, endpoint string) (Status, error)
+	// MoveLeader moves leadership to the voting member to. It finds the
+	// current leader and sends the request to it; moving leadership to the
+	// current leader does nothing.
+	MoveLeader(ctx context.Context, to uint64) error
+	// Health reports whether one endpoint, and only that one, serves a
+	// linearizable read. A learner cannot serve one: for a learner, Health
+	// checks that it knows a leader and serves a serializable read.
+	Health(ctx context.Context, endpoint string) error
+	// Alarms returns the cluster's active alarms.
+	Alarms(ctx context.Context) ([]Alarm, error)
+	// Close releases the client's connections.
+	Close() error
+}
+
+// Config says how to reach a cluster.
+type Config struct {
+	// Endpoints are the client URLs of the members to talk to, such as
+	// "https://etcd-0.etcd.ns.svc:2379".
+	Endpoints []string
+	// TLS is the client TLS configuration; nil for plain HTTP.
+	TLS *tls.Config
+	// Username and Password authenticate the client when etcd auth is on.
+	Username, Password string
+	// DialTimeout bounds fetching an auth token in New. Defaults to 5s.
+	DialTimeout time.Duration
+	// CallTimeout bounds every call of the Client, as a whole (MoveLeader's
+	// search for the leader included). Defaults to 5s.
+	CallTimeout time.Duration
+	// Logger receives clientv3's logs. Defaults to zap.NewNop(): the
+	// client's retries are noisy and its errors reach the caller anyway.
+	Logger *zap.Logger
+}
+
+const (
+	defaultDialTimeout = 5 * time.Second
+	defaultCallTimeout = 5 * time.Second
+	// Keepalive pings find a dead connection before a call waits on it; the
+	// same values kube-apiserver uses for its etcd client.
+	keepaliveTime    = 30 * time.Second
+	keepaliveTimeout = 10 * time.Second
+	// healthKey is the key Health reads, as etcdctl endpoint health does.
+	healthKey = "health"
+)
+
+type client struct {
+	cli         *clientv3.Client
+	callTimeout time.Duration
+}
+
+var _ Client = (*client)(nil)
+
+// New returns a Client for the cluster at cfg.Endpoints. It does not wait
+// for a connection (clientv3 v3.7 connects lazily): unreachable endpoints
+// show up as errors of the first calls. With Username set, New fetches an
+// auth token and fails when it cannot within DialTimeout.
+func New(cfg Config) (Client, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("etcd client needs at least one endpoint")
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = defaultDialTimeout
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = defaultCallTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:            cfg.Endpoints,
+		TLS:                  cfg.TLS,
+		Username:             cfg.Username,
+		Password:             cfg.Password,
+		DialTimeout:          cfg.DialTimeout,
+		DialKeepAliveTime:    keepaliveTime,
+		DialKeepAliveTimeout: keepaliveTimeout,
+		Logger:               cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to etcd at %v: %w", cfg.Endpoints, err)
+	}
+	return &client{cli: cli, callTimeout: cfg.CallTimeout}, nil
+}
+
+// FormatID prints a member ID as etcdctl does (lowercase hex).
+func FormatID(id uint64) string {
+	return strconv.FormatUint(id, 16)
+}
+
+// ParseID parses a member ID printed by FormatID or etcdctl.
+func ParseID(s string) (uint64, error) {
+	id, err := strconv.ParseUint(s, 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse member ID %q: want a hexadecimal number such as 8e9e05c52164694d", s)
+	}
+	return id, nil
+}
+
+func (c *client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.callTimeout)
+}
+
+func (c *client) MemberList(ctx context.Context) (uint64, []Member, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	// clientv3 asks for a linearizable list unless WithSerializable is given.
+	resp, err := c.cli.MemberList(ctx)
+	if err != nil {
+		return 0, nil, fmt.Errorf("list members: %w", err)
+	}
+	return resp.Header.GetClusterId(), members(resp.Members), nil
+}
+
+func (c *client) AddLearner(ctx context.Context, peerURLs []string) (Member, []Member, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	resp, err := c.cli.MemberAddAsLearner(ctx, peerURLs)
+	if err != nil {
+		return Member{}, nil, fmt.Errorf("add learner %v: %w", peerURLs, classify(err))
+	}
+	return member(resp.Member), members(resp.Members), nil
+}
+
+func (c *client) AddVoter(ctx context.Context, peerURLs []string) (Member, []Member, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	resp, err := c.cli.MemberAdd(ctx, peerURLs)
+	if err != nil {
+		return Member{}, nil, fmt.Errorf("add voting member %v: %w", peerURLs, classify(err))
+	}
+	return member(resp.Member), members(resp.Members), nil
+}
+
+func (c *client) Promote(ctx context.Context, id uint64) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	if _, err := c.cli.MemberPromote(ctx, id); err != nil {
+		return fmt.Errorf("promote member %s: %w", FormatID(id), classify(err))
+	}
+	return nil
+}
+
+func (c *client) Remove(ctx context.Context, id uint64) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	if _, err := c.cli.MemberRemove(ctx, id); err != nil {
+		return fmt.Errorf("remove member %s: %w", FormatID(id), classify(err))
+	}
+	return nil
+}
+
+// Status uses clientv3's Maintenance.Status, which dials the given endpoint
+// alone (see endpointConn for why that is the right kind of connection).
+func (c *client) Status(ctx context.Context, endpoint string) (Status, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	return c.status(ctx, endpoint)
+}
+
+func (c *client) status(ctx context.Context, endpoint string) (Status, error) {
+	resp, err := c.cli.Status(ctx, endpoint)
+	if err != nil {
+		return Status{}, fmt.Errorf("status of endpoint %s: %w", endpoint, err)
+	}
+	return Status{
+		Endpoint:         endpoint,
+		MemberID:         resp.Header.GetMemberId(),
+		ClusterID:        resp.Header.GetClusterId(),
+		Leader:           resp.Leader,
+		Version:          resp.Version,
+		DBSize:           resp.DbSize,
+		DBSizeInUse:      resp.DbSizeInUse,
+		RaftTerm:         resp.RaftTerm,
+		RaftIndex:        resp.RaftIndex,
+		RaftAppliedIndex: resp.RaftAppliedIndex,
+		IsLearner:        resp.IsLearner,
+		Errors:           resp.Errors,
+	}, nil
+}
+
+// Health first asks the endpoint for its status: a learner refuses
+// linearizable reads, and when the client has more than one endpoint
+// clientv3 retries that refusal (hoping for a voter) up to 100 times against
+// the same learner, about 1.3s, before returning it. So the learner case must
+// be known before reading. The status also answers "does it know a leader"
+// at once.
+func (c *client) Health(ctx context.Context, endpoint string) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	st, err := c.status(ctx, endpoint)
+	if err != nil {
+		return err
+	}
+	if st.Leader == 0 {
+		return fmt.Errorf("endpoint %s (member %s) has no leader", endpoint, FormatID(st.MemberID))
+	}
+	conn, err := c.endpointConn(endpoint)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	var opts []clientv3.OpOption
+	if st.IsLearner {
+		opts = append(opts, clientv3.WithSerializable())
+	}
+	kv := clientv3.NewKVFromKVClient(pb.NewKVClient(conn), c.cli)
+	// WithRequireLeader makes a member that lost its leader since the status
+	// answer refuse at once instead of waiting for a read index.
+	_, err = kv.Get(clientv3.WithRequireLeader(ctx), healthKey, opts...)
+	if err != nil && !errors.Is(rpctypes.Error(err), rpctypes.ErrPermissionDenied) {
+		// A user without read access to the key still got an answer that
+		// needed quorum; etcdctl endpoint health counts that as healthy.
+		return fmt.Errorf("read from endpoint %s (member %s): %w", endpoint, FormatID(st.MemberID), err)
+	}
+	return nil
+}
+
+// MoveLeader must be sent to the leader (others answer "not leader"), so it
+// first finds which endpoint serves the leader.
+func (c *client) MoveLeader(ctx context.Context, to uint64) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	leader, endpoint, err := c.leaderEndpoint(ctx)
+	if err != nil {
+		return fmt.Errorf("move leadership to member %s: %w", FormatID(to), err)
+	}
+	if leader == to {
+		return nil
+	}
+	conn, err := c.endpointConn(endpoint)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	m := clientv3.NewMaintenanceFromMaintenanceClient(pb.NewMaintenanceClient(conn), c.cli)
+	if _, err := m.MoveLeader(ctx, to); err != nil {
+		return fmt.Errorf("move leadership from member %s (endpoint %s) to member %s: %w",
+			FormatID(leader), endpoint, FormatID(to), classify(err))
+	}
+	return nil
+}
+
+// leaderEndpoint asks every configured endpoint for its status at once and
+// returns the first one served by the leader. When none is (the leader's
+// endpoint is not configured), it falls back to the leader's advertised
+// client URL from the member list.
+func (c *client) leaderEndpoint(ctx context.Context) (uint64, string, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops the status calls still running
+	endpoints := c.cli.Endpoints()
+	type result struct {
+		st  Status
+		err error
+	}
+	results := make(chan result, len(endpoints))
+	for _, ep := range endpoints {
+		go func() {
+			st, err := c.status(ctx, ep)
+			results <- result{st, err}
+		}()
+	}
+	var leader uint64
+	var errs []error
+	for range endpoints {
+		r := <-results
+		switch {
+		case r.err != nil:
+			errs = append(errs, r.err)
+		case r.st.Leader != 0 && r.st.Leader == r.st.MemberID:
+			return r.st.Leader, r.st.Endpoint, nil
+		case r.st.Leader != 0:
+			leader = r.st.Leader
+		}
+	}
+	if leader == 0 {
+		return 0, "", fmt.Errorf("no endpoint knows a leader: %w", errors.Join(errs...))
+	}
+	_, ms, err := c.MemberList(ctx)
+	if err != nil {
+		return 0, "", err
+	}
+	for _, m := range ms {
+		if m.ID == leader && len(m.ClientURLs) > 0 {
+			return leader, m.ClientURLs[0], nil
+		}
+	}
+	return 0, "", fmt.Errorf("leader %s advertises no client URL", FormatID(leader))
+}
+
+// endpointConn returns a gRPC connection to endpoint alone. clientv3's
+// Client.Dial pins the connection to that one address (its own resolver, not
+// the client's balancer, which would pick any member) and reuses the
+// client's TLS settings, retry interceptors and auth token. A short-lived
+// clientv3.Client per endpoint would do the same, but with auth on it would
+// authenticate on every call: a raft proposal and a bcrypt check on the
+// server for each health probe. Maintenance.Status uses the same Dial.
+func (c *client) endpointConn(endpoint string) (*grpc.ClientConn, error) {
+	conn, err := c.cli.Dial(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("dial endpoint %s: %w", endpoint, err)
+	}
+	return conn, nil
+}
+
+func (c *client) Alarms(ctx context.Context) ([]Alarm, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	resp, err := c.cli.AlarmList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list alarms: %w", err)
+	}
+	alarms := make([]Alarm, 0, len(resp.Alarms))
+	for _, a := range resp.Alarms {
+		alarms = append(alarms, Alarm{MemberID: a.MemberID, Type: a.Alarm.String()})
+	}
+	return alarms, nil
+}
+
+func (c *client) Close() error {
+	return c.cli.Close()
+}
+
+// classify wraps the etcd errors callers act on in this package's sentinels,
+// keeping etcd's message.
+func classify(err error) error {
+	switch etcdErr := rpctypes.Error(err); {
+	case errors.Is(etcdErr, rpctypes.ErrMemberLearnerNotReady):
+		return fmt.Errorf("%w (%w)", ErrLearnerNotReady, err)
+	case errors.Is(etcdErr, rpctypes.ErrMemberNotFound):
+		return fmt.Errorf("%w (%w)", ErrMemberNotFound, err)
+	case errors.Is(etcdErr, rpctypes.ErrUnhealthy):
+		return fmt.Errorf("%w (%w)", ErrUnhealthyCluster, err)
+	}
+	return err
+}
+
+func member(m *pb.Member) Member {
+	return Member{
+		ID:         m.GetID(),
+		Name:       m.GetName(),
+		PeerURLs:   m.GetPeerURLs(),
+		ClientURLs: m.GetClientURLs(),
+		IsLearner:  m.GetIsLearner(),
+	}
+}
+
+func members(ms []*pb.Member) []Member {
+	out := make([]Member, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, member(m))
+	}
+	return out
+}

@@ -1,0 +1,468 @@
+package etcd_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcd-operator/etcd-operator/internal/etcd"
+)
+
+// These tests run the Client against real etcd servers: the binaries the
+// local cluster uses, started as plain processes on 127.0.0.1.
+
+// versions are the etcd servers the client is tested against.
+var versions = []string{"v3.6.16", "v3.5.21"}
+
+const (
+	// callTimeout is the Client's CallTimeout in these tests.
+	callTimeout = 2 * time.Second
+	// waitTimeout bounds every wait for a cluster to reach a state.
+	waitTimeout = 20 * time.Second
+)
+
+func TestLearnerLifecycle(t *testing.T) {
+	t.Parallel()
+	for _, version := range versions {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			tc := startCluster(t, version, 1)
+			cli := tc.client(t)
+			first := tc.members[0]
+
+			clusterID, ms, err := cli.MemberList(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if clusterID == 0 || len(ms) != 1 || ms[0].Name != first.name || ms[0].IsLearner ||
+				!slices.Equal(ms[0].ClientURLs, []string{first.clientURL}) || !slices.Equal(ms[0].PeerURLs, []string{first.peerURL}) {
+				t.Fatalf("MemberList = %x, %+v; want one voter %s at %s", clusterID, ms, first.name, first.clientURL)
+			}
+
+			st, err := cli.Status(ctx, first.clientURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Version != strings.TrimPrefix(version, "v") || st.MemberID != ms[0].ID || st.Leader != ms[0].ID ||
+				st.ClusterID != clusterID || st.IsLearner || st.Endpoint != first.clientURL || st.DBSize == 0 || st.RaftIndex == 0 {
+				t.Errorf("Status = %+v; want version %s, member and leader %s", st, version, etcd.FormatID(ms[0].ID))
+			}
+			if err := cli.Health(ctx, first.clientURL); err != nil {
+				t.Errorf("Health of a live single member: %v", err)
+			}
+			if alarms, err := cli.Alarms(ctx); err != nil || len(alarms) != 0 {
+				t.Errorf("Alarms = %v, %v; want none", alarms, err)
+			}
+
+			// Add a learner; etcd refuses to promote it before it has even started.
+			peerURL, clientURL := localURL(t), localURL(t)
+			learner, ms, err := cli.AddLearner(ctx, []string{peerURL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !learner.IsLearner || learner.ID == 0 || learner.Name != "" || len(ms) != 2 {
+				t.Fatalf("AddLearner = %+v, %d members; want an unnamed learner among 2", learner, len(ms))
+			}
+			err = cli.Promote(ctx, learner.ID)
+			if !errors.Is(err, etcd.ErrLearnerNotReady) {
+				t.Fatalf("Promote of a learner that has not started = %v; want ErrLearnerNotReady", err)
+			}
+			if !strings.Contains(err.Error(), etcd.FormatID(learner.ID)) {
+				t.Errorf("Promote error %q does not name member %s", err, etcd.FormatID(learner.ID))
+			}
+
+			// Start it, see it report itself as a learner, promote it once caught up.
+			second := tc.start(t, "m1", peerURL, clientURL, "existing",
+				fmt.Sprintf("%s=%s,m1=%s", first.name, first.peerURL, peerURL))
+			eventually(t, "the learner to report itself as a learner", func() error {
+				st, err := cli.Status(ctx, second.clientURL)
+				if err != nil {
+					return err
+				}
+				if !st.IsLearner || st.MemberID != learner.ID || st.Leader != first.id {
+					return fmt.Errorf("status %+v", st)
+				}
+				return nil
+			}, second)
+			eventually(t, "the learner to be healthy", func() error {
+				return cli.Health(ctx, second.clientURL)
+			}, second)
+			notReady := 0
+			eventually(t, "the learner to be promoted", func() error {
+				err := cli.Promote(ctx, learner.ID)
+				if errors.Is(err, etcd.ErrLearnerNotReady) {
+					notReady++
+				} else if err != nil {
+					t.Fatalf("Promote: %v", err)
+				}
+				return err
+			}, second)
+			t.Logf("promoted after %d refusals as not ready", notReady)
+
+			_, ms, err = cli.MemberList(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i := slices.IndexFunc(ms, func(m etcd.Member) bool { return m.ID == learner.ID }); i < 0 || ms[i].IsLearner || ms[i].Name != "m1" {
+				t.Fatalf("after Promote, members = %+v; want m1 (%s) voting", ms, etcd.FormatID(learner.ID))
+			}
+
+			// etcd refuses to remove a voter until the leader has been
+			// connected to the others for 5s; m1 has just joined.
+			untilAccepted(t, "etcd to accept removing m1", func() error { return cli.Remove(ctx, learner.ID) })
+			if _, ms, err = cli.MemberList(ctx); err != nil || len(ms) != 1 || ms[0].Name != first.name {
+				t.Fatalf("after Remove, MemberList = %+v, %v; want %s alone", ms, err, first.name)
+			}
+			if err := cli.Remove(ctx, learner.ID); !errors.Is(err, etcd.ErrMemberNotFound) {
+				t.Errorf("Remove of a removed member = %v; want ErrMemberNotFound", err)
+			}
+		})
+	}
+}
+
+func TestThreeMembers(t *testing.T) {
+	t.Parallel()
+	for _, version := range versions {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			tc := startCluster(t, version, 3)
+			cli := tc.client(t)
+
+			_, ms, err := cli.MemberList(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ms) != 3 || slices.ContainsFunc(ms, func(m etcd.Member) bool { return m.IsLearner }) {
+				t.Fatalf("MemberList = %+v; want 3 voters", ms)
+			}
+
+			leader := tc.leader(t, cli)
+			var to *process
+			for _, m := range tc.members {
+				if m.id != leader.id {
+					to = m
+					break
+				}
+			}
+			if err := cli.MoveLeader(ctx, to.id); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, fmt.Sprintf("every member to follow the new leader %s", to.name), func() error {
+				for _, m := range tc.members {
+					st, err := cli.Status(ctx, m.clientURL)
+					if err != nil {
+						return err
+					}
+					if st.Leader != to.id {
+						return fmt.Errorf("%s follows %s", m.name, etcd.FormatID(st.Leader))
+					}
+				}
+				return nil
+			})
+			if err := cli.MoveLeader(ctx, to.id); err != nil {
+				t.Errorf("MoveLeader to the current leader = %v; want nothing done", err)
+			}
+
+			// A voter that never starts: 4 voters, 3 up, still a quorum. etcd
+			// refuses until the new leader has been connected to every peer
+			// for 5s.
+			var added etcd.Member
+			peerURL := localURL(t)
+			untilAccepted(t, "etcd to accept a new voting member", func() error {
+				added, ms, err = cli.AddVoter(ctx, []string{peerURL})
+				return err
+			})
+			if added.IsLearner || len(ms) != 4 {
+				t.Fatalf("AddVoter = %+v, %d members; want a voter among 4", added, len(ms))
+			}
+			untilAccepted(t, "etcd to accept removing the new voter", func() error { return cli.Remove(ctx, added.ID) })
+
+			if alarms, err := cli.Alarms(ctx); err != nil || len(alarms) != 0 {
+				t.Errorf("Alarms = %v, %v; want none", alarms, err)
+			}
+
+			for _, m := range tc.members {
+				if err := cli.Health(ctx, m.clientURL); err != nil {
+					t.Errorf("Health of live member %s: %v", m.name, err)
+				}
+			}
+			stopped := tc.members[0]
+			if stopped.id == to.id {
+				stopped = tc.members[1]
+			}
+			stopped.stop(t)
+			start := time.Now()
+			err = cli.Health(ctx, stopped.clientURL)
+			took := time.Since(start)
+			if err == nil {
+				t.Fatalf("Health of stopped member %s succeeded", stopped.name)
+			}
+			if !strings.Contains(err.Error(), stopped.clientURL) {
+				t.Errorf("Health error %q does not name the endpoint %s", err, stopped.clientURL)
+			}
+			if took > callTimeout+time.Second {
+				t.Errorf("Health of a stopped member took %s; want about the call timeout %s", took, callTimeout)
+			}
+			t.Logf("Health of stopped member: %v (after %s)", err, took.Round(time.Millisecond))
+			for _, m := range tc.members {
+				if m != stopped {
+					if err := cli.Health(ctx, m.clientURL); err != nil {
+						t.Errorf("Health of %s with one member of three stopped: %v", m.name, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// process is one etcd server process.
+type process struct {
+	name, peerURL, clientURL string
+	// id is the member ID, known once the cluster is up.
+	id   uint64
+	log  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+type cluster struct {
+	bin     string
+	token   string
+	members []*process
+}
+
+// startCluster starts n members of a new cluster and waits until each of
+// them knows the leader.
+func startCluster(t *testing.T, version string, n int) *cluster {
+	t.Helper()
+	tc := &cluster{bin: etcdBinary(t, version), token: strings.ReplaceAll(t.Name(), "/", "-")}
+	type urls struct{ name, peer, client string }
+	var all []urls
+	var initial []string
+	for i := range n {
+		u := urls{fmt.Sprintf("m%d", i), localURL(t), localURL(t)}
+		all = append(all, u)
+		initial = append(initial, u.name+"="+u.peer)
+	}
+	for _, u := range all {
+		tc.start(t, u.name, u.peer, u.client, "new", strings.Join(initial, ","))
+	}
+	cli := tc.client(t)
+	eventually(t, fmt.Sprintf("%d members of etcd %s to know their leader", n, version), func() error {
+		for _, m := range tc.members {
+			st, err := cli.Status(context.Background(), m.clientURL)
+			if err != nil {
+				return err
+			}
+			if st.Leader == 0 {
+				return fmt.Errorf("%s has no leader", m.name)
+			}
+			m.id = st.MemberID
+		}
+		return nil
+	}, tc.members...)
+	return tc
+}
+
+// start starts one member; it is killed when the test ends.
+func (tc *cluster) start(t *testing.T, name, peerURL, clientURL, state, initialCluster string) *process {
+	t.Helper()
+	dir := t.TempDir()
+	p := &process{name: name, peerURL: peerURL, clientURL: clientURL, log: filepath.Join(dir, "etcd.log"), done: make(chan struct{})}
+	logFile, err := os.Create(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(tc.bin,
+		"--name="+name,
+		"--data-dir="+filepath.Join(dir, "data"),
+		"--listen-peer-urls="+peerURL,
+		"--initial-advertise-peer-urls="+peerURL,
+		"--listen-client-urls="+clientURL,
+		"--advertise-client-urls="+clientURL,
+		"--initial-cluster="+initialCluster,
+		"--initial-cluster-state="+state,
+		"--initial-cluster-token="+tc.token,
+		// Faster elections than the 100ms/1s defaults, slow enough for a
+		// busy 2-core machine.
+		"--heartbeat-interval=50",
+		"--election-timeout=500",
+	)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start etcd %s: %v", name, err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		_ = logFile.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.stop(t)
+		if t.Failed() {
+			t.Logf("log of etcd %s:\n%s", name, p.logTail())
+		}
+	})
+	tc.members = append(tc.members, p)
+	return p
+}
+
+// stop kills the member and waits for it to exit.
+func (p *process) stop(t *testing.T) {
+	t.Helper()
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Kill()
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Errorf("etcd %s (pid %d) did not exit after SIGKILL", p.name, p.cmd.Process.Pid)
+	}
+}
+
+func (p *process) logTail() string {
+	b, err := os.ReadFile(p.log)
+	if err != nil {
+		return err.Error()
+	}
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	return string(bytes.Join(lines[max(0, len(lines)-20):], []byte("\n")))
+}
+
+// client returns a Client for every member started so far.
+func (tc *cluster) client(t *testing.T) etcd.Client {
+	t.Helper()
+	var endpoints []string
+	for _, m := range tc.members {
+		endpoints = append(endpoints, m.clientURL)
+	}
+	cli, err := etcd.New(etcd.Config{Endpoints: endpoints, CallTimeout: callTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// leader returns the member every member agrees leads.
+func (tc *cluster) leader(t *testing.T, cli etcd.Client) *process {
+	t.Helper()
+	var leader *process
+	eventually(t, "the members to agree on a leader", func() error {
+		var ids []uint64
+		for _, m := range tc.members {
+			st, err := cli.Status(context.Background(), m.clientURL)
+			if err != nil {
+				return err
+			}
+			ids = append(ids, st.Leader)
+		}
+		for _, id := range ids {
+			if id == 0 || id != ids[0] {
+				return fmt.Errorf("members follow leaders %x", ids)
+			}
+		}
+		i := slices.IndexFunc(tc.members, func(m *process) bool { return m.id == ids[0] })
+		if i < 0 {
+			return fmt.Errorf("leader %x is none of the members", ids[0])
+		}
+		leader = tc.members[i]
+		return nil
+	})
+	return leader
+}
+
+// eventually calls f until it returns nil and fails the test when
+// waitTimeout passes first, or when one of watched exits.
+func eventually(t *testing.T, what string, f func() error, watched ...*process) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		for _, p := range watched {
+			select {
+			case <-p.done:
+				t.Fatalf("waiting for %s: etcd %s exited: %v; its log:\n%s", what, p.name, p.cmd.ProcessState, p.logTail())
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; last error: %v", waitTimeout, what, err)
+		}
+		<-tick.C
+	}
+}
+
+// untilAccepted calls the membership change f until etcd accepts it,
+// waiting while etcd refuses it with ErrUnhealthyCluster and failing on any
+// other error.
+func untilAccepted(t *testing.T, what string, f func() error) {
+	t.Helper()
+	start, refusals := time.Now(), 0
+	eventually(t, what, func() error {
+		err := f()
+		if errors.Is(err, etcd.ErrUnhealthyCluster) {
+			refusals++
+		} else if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		return err
+	})
+	if refusals > 0 {
+		t.Logf("%s: refused %d times as unhealthy over %s", what, refusals, time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// localURL returns http://127.0.0.1:<a free port>.
+func localURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return "http://" + l.Addr().String()
+}
+
+// etcdBinary finds bin/etcd-<version> at the module root.
+func etcdBinary(t *testing.T, version string) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
+	bin := filepath.Join(dir, "bin", "etcd-"+version)
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("etcd %s is missing (%v): run `make localcluster-binaries` to build it", version, err)
+	}
+	return bin
+}

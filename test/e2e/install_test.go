@@ -1,0 +1,49 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/test/support"
+)
+
+// TestInstalledOperatorReconciles: the operator installed from config/,
+// running as a pod with its own ServiceAccount, reconciles the seed's full
+// example and tells the user that emptyDir is ignored.
+func TestInstalledOperatorReconciles(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}
+	if err := k8sClient.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), ns) })
+	objs := support.ReadObjects(t, env.Root+"/examples/all-fields-seed.yaml")
+	for _, o := range objs {
+		o.SetNamespace(ns.Name)
+		if err := k8sClient.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cluster := &etcdv1alpha1.EtcdCluster{}
+	support.Eventually(t, time.Minute, "the operator to report ConfigurationWarning=True (EmptyDirIgnored)", func() error {
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "test"}, cluster); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(cluster.Status.Conditions, etcdv1alpha1.ConditionConfigurationWarning)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != etcdv1alpha1.ReasonEmptyDirIgnored {
+			return fmt.Errorf("conditions: %v", cluster.Status.Conditions)
+		}
+		return nil
+	})
+	if cluster.Status.Selector != etcdv1alpha1.LabelCluster+"=test" {
+		t.Errorf("status.selector = %q", cluster.Status.Selector)
+	}
+}

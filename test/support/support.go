@@ -1,0 +1,141 @@
+// Package support is what the suites that run on the local cluster share:
+// starting (or reusing) the cluster, clients, and polling.
+package support
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/etcd-operator/etcd-operator/internal/localcluster"
+)
+
+// Env is a running local cluster and clients for it.
+type Env struct {
+	Root     string // the repository
+	StateDir string
+	Config   *rest.Config
+	Client   kubernetes.Interface
+	Faults   *localcluster.Faults
+}
+
+// Kubeconfig is the path of the cluster's admin kubeconfig.
+func (e *Env) Kubeconfig() string { return filepath.Join(e.StateDir, "admin.kubeconfig") }
+
+// Bin is the path of a binary built into bin/.
+func (e *Env) Bin(name string) string { return filepath.Join(e.Root, "bin", name) }
+
+// Start starts the local cluster from the repository at root, or reuses the
+// one running from the same state directory ($LOCALCLUSTER_STATE, default
+// <root>/.localcluster). The returned stop function stops it if Start
+// started it, unless $LOCALCLUSTER_KEEP is set.
+func Start(root string) (*Env, func(), error) {
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	env := &Env{Root: root, StateDir: os.Getenv("LOCALCLUSTER_STATE")}
+	if env.StateDir == "" {
+		env.StateDir = filepath.Join(root, ".localcluster")
+	}
+	bin := env.Bin("localcluster")
+	if _, err := os.Stat(bin); err != nil {
+		return nil, nil, fmt.Errorf("%s is missing: run the tests with `make test`, which builds the local cluster", bin)
+	}
+	stop := func() {}
+	if _, running := localcluster.RunningPid(env.StateDir); !running {
+		up := exec.Command(bin, "up", "--detach", "--state-dir", env.StateDir, "--bin-dir", filepath.Join(root, "bin"), "--nodes", "3")
+		up.Stdout, up.Stderr = os.Stdout, os.Stderr
+		if err := up.Run(); err != nil {
+			return nil, nil, fmt.Errorf("starting the local cluster: %w", err)
+		}
+		if os.Getenv("LOCALCLUSTER_KEEP") == "" {
+			stop = func() {
+				down := exec.Command(bin, "down", "--state-dir", env.StateDir)
+				down.Stdout, down.Stderr = os.Stdout, os.Stderr
+				_ = down.Run()
+			}
+		}
+	}
+	if env.Config, err = clientcmd.BuildConfigFromFlags("", env.Kubeconfig()); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	if env.Client, err = kubernetes.NewForConfig(env.Config); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	env.Faults = localcluster.NewFaults(env.StateDir)
+	return env, stop, nil
+}
+
+// ContainerLog reads a container's log from the node agent's pod directory
+// (the local cluster serves no kubelet API for `kubectl logs`).
+func (e *Env) ContainerLog(ns, pod, container string) string {
+	matches, _ := filepath.Glob(filepath.Join(e.StateDir, "pods", ns+"_"+pod+"_*", container+".log"))
+	var out bytes.Buffer
+	for _, m := range matches {
+		data, _ := os.ReadFile(m)
+		out.Write(data)
+	}
+	return out.String()
+}
+
+// Eventually polls check until it returns nil, or fails the test after
+// timeout saying what it waited for and the last error.
+func Eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// ReadObjects reads every YAML document of a file.
+func ReadObjects(t testing.TB, path string) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []*unstructured.Unstructured
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return objs
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		obj := map[string]any{}
+		if err := yaml.Unmarshal(doc, &obj); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(obj) > 0 {
+			objs = append(objs, &unstructured.Unstructured{Object: obj})
+		}
+	}
+}
