@@ -1,0 +1,157 @@
+package controllers
+
+import (
+	"errors"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/etcd"
+)
+
+// world is a fixture of what a pass observes: members by name (learners
+// marked), Pods by name, the leader and who is healthy.
+type world struct {
+	replicas  int32
+	voters    []string
+	learners  []string
+	unstarted []string // learners etcd knows only by peer URL
+	pods      []string
+	leader    string
+	sick      []string
+	noEtcd    bool
+}
+
+func (w world) observed() observed {
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", UID: "uid"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To(w.replicas)}}
+	o := observed{cluster: c, pods: map[string]*corev1.Pod{}, healthy: map[uint64]bool{}}
+	for _, p := range w.pods {
+		o.pods[p] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p}}
+	}
+	if w.noEtcd {
+		o.etcdErr = errors.New("connection refused")
+		return o
+	}
+	o.members = []etcd.Member{}
+	id := uint64(0)
+	add := func(name string, learner, started bool) {
+		id++
+		m := etcd.Member{ID: id, PeerURLs: []string{"http://" + name + ".a-headless.ns.svc:2380"}, IsLearner: learner}
+		if started {
+			m.Name = name
+		}
+		o.members = append(o.members, m)
+		if !learner {
+			o.healthy[id] = true
+		}
+		for _, s := range w.sick {
+			if s == name {
+				o.healthy[id] = false
+			}
+		}
+		if name == w.leader {
+			o.leader = id
+		}
+	}
+	for _, v := range w.voters {
+		add(v, false, true)
+	}
+	for _, l := range w.learners {
+		add(l, true, true)
+	}
+	for _, l := range w.unstarted {
+		add(l, true, false)
+	}
+	return o
+}
+
+func TestPlan(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		world  world
+		want   actionKind
+		member string
+	}{
+		{"nothing yet: found the cluster", world{replicas: 3, noEtcd: true}, actCreateSeed, "a-0"},
+		{"seed starting: wait", world{replicas: 3, noEtcd: true, pods: []string{"a-0"}}, actWait, ""},
+		{"one of three: add a learner", world{replicas: 3, voters: []string{"a-0"}, pods: []string{"a-0"}, leader: "a-0"}, actAddLearner, "a-1"},
+		{"learner added, no Pod (crash after add)", world{replicas: 3, voters: []string{"a-0"}, unstarted: []string{"a-1"}, pods: []string{"a-0"}, leader: "a-0"}, actCreatePod, "a-1"},
+		{"learner started: promote", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0"}, actPromote, "a-1"},
+		{"unstarted learner with a Pod: promote when etcd accepts", world{replicas: 3, voters: []string{"a-0"}, unstarted: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0"}, actPromote, "a-1"},
+		{"names are never reused", world{replicas: 3, voters: []string{"a-0", "a-4"}, pods: []string{"a-0", "a-4"}, leader: "a-0"}, actAddLearner, "a-5"},
+		{"at strength", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0"}, actNone, ""},
+		{"scale down: the newest goes", world{replicas: 1, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0"}, actRemove, "a-2"},
+		{"scale down: a sick member goes first", world{replicas: 2, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", sick: []string{"a-1"}}, actRemove, "a-1"},
+		{"a sick follower goes before a healthy leader", world{replicas: 1, voters: []string{"a-0", "a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-1", sick: []string{"a-0"}}, actRemove, "a-0"},
+		{"scale down keeps the leader", world{replicas: 1, voters: []string{"a-0", "a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-1"}, actRemove, "a-0"},
+		{"a sick leader leaves after moving leadership", world{replicas: 2, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-1", sick: []string{"a-1"}}, actMoveLeader, "a-1"},
+		{"removed member's Pod (crash after remove)", world{replicas: 1, voters: []string{"a-0"}, pods: []string{"a-0", "a-1"}, leader: "a-0"}, actDeletePod, "a-1"},
+		{"member whose Pod was deleted: recreate it", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0"}, actCreatePod, "a-1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := plan(tt.world.observed())
+			if got.kind != tt.want || got.member != tt.member {
+				t.Errorf("plan() = %s, want %s %s", got, tt.want, tt.member)
+			}
+		})
+	}
+}
+
+// TestPlanConverges walks a cluster from nothing to 3 members, then to 1,
+// applying each planned step to the fixture as a perfect world would, and
+// checks the steps in order.
+func TestPlanConverges(t *testing.T) {
+	t.Parallel()
+	w := world{replicas: 3, noEtcd: true}
+	var steps []string
+	apply := func(a action) {
+		switch a.kind {
+		case actCreateSeed:
+			w.pods, w.noEtcd, w.voters, w.leader = append(w.pods, a.member), false, []string{a.member}, a.member
+		case actAddLearner:
+			w.unstarted = append(w.unstarted, a.member)
+		case actCreatePod:
+			w.pods = append(w.pods, a.member)
+		case actPromote:
+			w.voters, w.unstarted = append(w.voters, a.member), nil
+		case actRemove:
+			w.voters = without(w.voters, a.member)
+		case actDeletePod:
+			w.pods = without(w.pods, a.member)
+		}
+	}
+	for i := 0; i < 20; i++ {
+		if i == 8 {
+			w.replicas = 1
+		}
+		a := plan(w.observed())
+		steps = append(steps, string(a.kind)+" "+a.member)
+		apply(a)
+	}
+	want := []string{
+		"CreateSeed a-0", "AddLearner a-1", "CreatePod a-1", "Promote a-1",
+		"AddLearner a-2", "CreatePod a-2", "Promote a-2", "None ",
+		"RemoveMember a-2", "DeletePod a-2", "RemoveMember a-1", "DeletePod a-1", "None ",
+	}
+	for i, s := range want {
+		if steps[i] != s {
+			t.Fatalf("step %d = %q, want %q; steps: %v", i, steps[i], s, steps[:len(want)])
+		}
+	}
+}
+
+func without(list []string, item string) []string {
+	var out []string
+	for _, s := range list {
+		if s != item {
+			out = append(out, s)
+		}
+	}
+	return out
+}
