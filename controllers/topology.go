@@ -75,6 +75,16 @@ func (r *ClusterReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdClu
 	if err := r.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels(builder.MemberSelectorLabels(c))); err != nil {
 		return o, err
 	}
+	claims := &corev1.PersistentVolumeClaimList{}
+	if err := r.List(ctx, claims, client.InNamespace(c.Namespace), client.MatchingLabels(builder.MemberSelectorLabels(c))); err != nil {
+		return o, err
+	}
+	o.claims = map[string]bool{}
+	for i := range claims.Items {
+		if pvc := &claims.Items[i]; metav1.IsControlledBy(pvc, c) && pvc.DeletionTimestamp == nil {
+			o.claims[pvc.Labels[etcdv1alpha1.LabelMember]] = true
+		}
+	}
 	var endpoints []string
 	for i := range pods.Items {
 		p := &pods.Items[i]
@@ -230,6 +240,13 @@ func (r *ClusterReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 			return 0, fmt.Errorf("removing member %s: %w", a.member, err)
 		}
 		r.event(c, corev1.EventTypeNormal, "MemberRemoved", "Removed member %s (%s)", a.member, a.reason)
+		if _, hasPod := o.pods[a.member]; !hasPod {
+			if claim := builder.MemberClaim(c, a.member); claim != nil {
+				if err := r.Delete(ctx, claim); client.IgnoreNotFound(err) != nil {
+					return 0, err
+				}
+			}
+		}
 		return stepRequeue, nil
 	}
 	return 0, fmt.Errorf("unknown step %s", a.kind)

@@ -20,6 +20,8 @@ type observed struct {
 	cluster *etcdv1alpha1.EtcdCluster
 	// pods are the member Pods by name.
 	pods map[string]*corev1.Pod
+	// claims are the names of the members that have a claim.
+	claims map[string]bool
 	// members is etcd's member list; nil when no member answered.
 	members []etcd.Member
 	// leader is the ID of the leader, 0 when unknown.
@@ -88,10 +90,18 @@ func plan(o observed) action {
 	// data survives), a Pod without a member goes (a crash between
 	// removing the member and deleting its Pod).
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
-		if _, ok := o.pods[name]; !ok {
-			return action{kind: actCreatePod, member: name, id: byName[name].ID, initialCluster: initialCluster(c, o.members),
-				reason: "member " + name + " has no Pod"}
+		if _, ok := o.pods[name]; ok {
+			continue
 		}
+		m := byName[name]
+		if m.Name != "" && !(c.Spec.Storage.UsesPersistentStorage() && o.claims[name]) {
+			// It started once and its data went with its Pod (an emptyDir)
+			// or its claim: it cannot come back as itself. Remove it; a
+			// fresh member replaces it.
+			return action{kind: actRemove, member: name, id: m.ID, reason: "the data of member " + name + " is gone with its Pod or claim; a new member replaces it"}
+		}
+		return action{kind: actCreatePod, member: name, id: m.ID, initialCluster: initialCluster(c, o.members),
+			reason: "member " + name + " has no Pod"}
 	}
 	for _, name := range slices.Sorted(maps.Keys(o.pods)) {
 		if _, ok := byName[name]; !ok && o.pods[name].DeletionTimestamp == nil {

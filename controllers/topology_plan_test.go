@@ -23,11 +23,20 @@ type world struct {
 	leader    string
 	sick      []string
 	noEtcd    bool
+	// persistent members have claims; claims lists which exist.
+	persistent bool
+	claims     []string
 }
 
 func (w world) observed() observed {
 	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", UID: "uid"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To(w.replicas)}}
-	o := observed{cluster: c, pods: map[string]*corev1.Pod{}, healthy: map[uint64]bool{}}
+	o := observed{cluster: c, pods: map[string]*corev1.Pod{}, healthy: map[uint64]bool{}, claims: map[string]bool{}}
+	if w.persistent {
+		c.Spec.Storage.VolumeClaimTemplate = &etcdv1alpha1.EmbeddedPersistentVolumeClaim{}
+	}
+	for _, name := range w.claims {
+		o.claims[name] = true
+	}
 	for _, p := range w.pods {
 		o.pods[p] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p}}
 	}
@@ -90,7 +99,9 @@ func TestPlan(t *testing.T) {
 		{"scale down keeps the leader", world{replicas: 1, voters: []string{"a-0", "a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-1"}, actRemove, "a-0"},
 		{"a sick leader leaves after moving leadership", world{replicas: 2, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-1", sick: []string{"a-1"}}, actMoveLeader, "a-1"},
 		{"removed member's Pod (crash after remove)", world{replicas: 1, voters: []string{"a-0"}, pods: []string{"a-0", "a-1"}, leader: "a-0"}, actDeletePod, "a-1"},
-		{"member whose Pod was deleted: recreate it", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0"}, actCreatePod, "a-1"},
+		{"emptyDir member whose Pod was deleted: replace it", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0"}, actRemove, "a-1"},
+		{"claim member whose Pod was deleted: recreate it", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0"}, actCreatePod, "a-1"},
+		{"claim member whose Pod and claim were deleted: replace it", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0"}, actRemove, "a-1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -480,6 +480,7 @@ const (
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 50",message="metadata.name must start with a letter, hold only lower case letters, digits and '-', and be at most 50 characters: members are named <name>-<n> and the headless Service <name>-headless, which must be DNS labels"
 // +operator-sdk:csv:customresourcedefinitions:displayName="etcd Cluster",resources={{Pod,v1},{Service,v1},{PersistentVolumeClaim,v1},{PodDisruptionBudget,v1},{Secret,v1}}
 type EtcdCluster struct {
 	metav1.TypeMeta   `json:",inline"`

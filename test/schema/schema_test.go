@@ -253,6 +253,21 @@ var invalidObjects = []invalid{
 	{"misspelled field", "replica: 3", `unknown field "spec.replica"`},
 }
 
+func TestClusterNames(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	for _, name := range []string{"a", "etcd-main", strings.Repeat("a", 50)} {
+		if err := createStrict(ctx, clusterFromSpec(t, ns, name, "replicas: 1")); err != nil {
+			t.Errorf("name %q was rejected: %v", name, err)
+		}
+	}
+	for _, name := range []string{"1etcd", strings.Repeat("a", 51), "etcd.main"} {
+		err := createStrict(ctx, clusterFromSpec(t, ns, name, "replicas: 1"))
+		assertRejected(t, err, "metadata.name must start with a letter, hold only lower case letters, digits and '-', and be at most 50 characters")
+	}
+}
+
 func TestInvalidObjectsAreRejected(t *testing.T) {
 	t.Parallel()
 	if len(invalidObjects) < 30 {
