@@ -42,7 +42,7 @@ KUBE_SCHEDULER ?= $(LOCALBIN)/kube-scheduler-$(KUBERNETES_VERSION)
 CERT_MANAGER_VERSION ?= v1.21.2
 CERT_MANAGER_CONTROLLER ?= $(LOCALBIN)/cert-manager-controller-$(CERT_MANAGER_VERSION)
 # etcd versions member pods can run (image tag vX.Y.Z maps to bin/etcd-vX.Y.Z).
-ETCD_MEMBER_VERSIONS ?= v3.6.16 v3.5.21
+ETCD_MEMBER_VERSIONS ?= v3.6.16 v3.5.21 v3.5.12
 LOCALCLUSTER ?= $(LOCALBIN)/localcluster
 LOCALCLUSTER_STATE ?= $(CURDIR)/.localcluster
 LOCALCLUSTER_NODES ?= 3
