@@ -94,7 +94,8 @@ func plan(o observed) action {
 			continue
 		}
 		m := byName[name]
-		if m.Name != "" && !(c.Spec.Storage.UsesPersistentStorage() && o.claims[name]) {
+		dataKept := c.Spec.Storage.UsesPersistentStorage() && o.claims[name]
+		if m.Name != "" && !dataKept {
 			// It started once and its data went with its Pod (an emptyDir)
 			// or its claim: it cannot come back as itself. Remove it; a
 			// fresh member replaces it.
