@@ -13,11 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 	"github.com/etcd-operator/etcd-operator/test/support"
 )
 
@@ -43,14 +40,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) (int, error) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return 0, err
-	}
-	if err := etcdv1alpha1.AddToScheme(scheme); err != nil {
-		return 0, err
-	}
-	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	c, err := client.New(env.Config, client.Options{Scheme: support.Scheme()})
 	if err != nil {
 		return 0, err
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcd-operator/etcd-operator/internal/localcluster"
@@ -99,16 +98,7 @@ func TestFaultWipeAndFillVolume(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "small"},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("8Mi")}},
-		},
-	}
-	if _, err := client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createClaim(ctx, t, ns, "small", "8Mi")
 	pod := busybox("disk", `echo data > /data/file; while true; do
   if [ -f /data/file ]; then echo present; else echo wiped; fi
   f=/data/probe-$(date +%s%N)

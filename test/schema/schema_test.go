@@ -18,10 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
@@ -31,36 +28,14 @@ import (
 var k8sClient client.Client
 
 func TestMain(m *testing.M) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds kube-apiserver and etcd into bin/ and points KUBEBUILDER_ASSETS at them")
-		os.Exit(1)
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
+	_, c, stop, err := support.StartEnvtest(filepath.Join("..", "..", "config", "crd", "bases"))
 	if err != nil {
-		_ = env.Stop() // the processes that did start
-		fmt.Fprintf(os.Stderr, "starting kube-apiserver and etcd: %v\n", err)
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
-	if err := etcdv1alpha1.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "creating client: %v\n", err)
-		os.Exit(1)
-	}
+	k8sClient = c
 	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "stopping kube-apiserver and etcd: %v\n", err)
-	}
+	stop()
 	os.Exit(code)
 }
 
