@@ -29,6 +29,7 @@ SHELL = /usr/bin/env bash -o pipefail
 LOCALBIN ?= $(CURDIR)/bin
 GO ?= go
 GOTEST_FLAGS ?= -count=1
+BENCH_RUNS ?= 3
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
@@ -98,6 +99,11 @@ test: manifests generate $(ENVTEST_ASSETS) localcluster-binaries $(KUSTOMIZE) ##
 test-e2e: localcluster-binaries $(KUSTOMIZE) ## Run the e2e suite on the local cluster (started, or reused when running).
 	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
 		$(GO) test -timeout 30m $(GOTEST_FLAGS) ./test/e2e/...
+
+.PHONY: bench
+bench: localcluster-binaries $(KUSTOMIZE) ## Measure bootstrap, scaling and recovery times and the operator at rest (medians of BENCH_RUNS runs).
+	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
+		$(GO) run ./hack/bench --runs $(BENCH_RUNS)
 
 .PHONY: verify
 verify: manifests generate bundle ## Fail when generated files differ from what the sources produce.

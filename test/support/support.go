@@ -5,6 +5,7 @@ package support
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -138,4 +139,23 @@ func ReadObjects(t testing.TB, path string) []*unstructured.Unstructured {
 			objs = append(objs, &unstructured.Unstructured{Object: obj})
 		}
 	}
+}
+
+// InstallOperator installs the operator from config/default with
+// server-side apply, as the README tells users, restarts it so it runs the
+// binary in bin/, and waits until it runs.
+func (e *Env) InstallOperator() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	script := fmt.Sprintf(`set -euo pipefail
+%[2]s build %[3]s/config/default | %[1]s apply --server-side --force-conflicts -f -
+%[1]s -n etcd-operator-system rollout restart deployment/etcd-operator-controller-manager
+%[1]s -n etcd-operator-system rollout status deployment/etcd-operator-controller-manager --timeout=150s`,
+		e.Bin("kubectl-v1.37.2"), e.Bin("kustomize-v5.8.2"), e.Root)
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("installing the operator from config/default: %w\n%s", err, out)
+	}
+	return nil
 }

@@ -1,0 +1,314 @@
+// Command bench measures the operator on the local cluster and prints the
+// median, minimum and maximum of several runs of each scenario: time from
+// apply to Ready for 1, 3 and 5 members, time per scale step, time back to
+// full strength after a member's Pod is deleted and after its data is lost,
+// and the operator's memory and CPU at rest. It is a benchmark, not a test:
+// it asserts nothing beyond each scenario finishing. Run it with `make
+// bench`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/test/support"
+)
+
+func main() {
+	runs := flag.Int("runs", 3, "Runs of each scenario.")
+	root := flag.String("root", ".", "The repository.")
+	flag.Parse()
+	if err := run(*root, *runs); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type bench struct {
+	env *support.Env
+	c   client.Client
+	ns  string
+}
+
+func run(root string, runs int) error {
+	env, stop, err := support.Start(root)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if err := env.InstallOperator(); err != nil {
+		return err
+	}
+	c, err := client.New(env.Config, client.Options{Scheme: support.Scheme()})
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-"}}
+	if err := c.Create(ctx, ns); err != nil {
+		return err
+	}
+	defer func() { _ = c.Delete(context.Background(), ns) }()
+	b := &bench{env: env, c: c, ns: ns.Name}
+
+	results := map[string][]time.Duration{}
+	order := []string{}
+	record := func(name string, d time.Duration) {
+		if _, ok := results[name]; !ok {
+			order = append(order, name)
+		}
+		results[name] = append(results[name], d)
+		fmt.Fprintf(os.Stderr, "  %s: %s\n", name, d.Round(10*time.Millisecond))
+	}
+	for i := range runs {
+		fmt.Fprintf(os.Stderr, "run %d of %d\n", i+1, runs)
+		for _, n := range []int32{1, 3, 5} {
+			d, err := b.bootstrap(ctx, fmt.Sprintf("boot%d-%d", n, i), n)
+			if err != nil {
+				return err
+			}
+			record(fmt.Sprintf("apply to Ready, %d member(s)", n), d)
+		}
+		steps, err := b.scale(ctx, fmt.Sprintf("scale-%d", i))
+		if err != nil {
+			return err
+		}
+		for _, s := range steps {
+			record("scale step "+s.name, s.took)
+		}
+		for _, loss := range []bool{false, true} {
+			d, err := b.recover(ctx, fmt.Sprintf("recover-%d-%v", i, loss), loss)
+			if err != nil {
+				return err
+			}
+			name := "full strength after a Pod deletion (claim kept)"
+			if loss {
+				name = "full strength after data loss (Pod and claim deleted)"
+			}
+			record(name, d)
+		}
+	}
+	mem, cpu, err := b.operatorAtRest(10 * time.Second)
+	if err != nil {
+		return err
+	}
+
+	fmt.Printf("\nEtcdCluster benchmark on the local cluster, %d runs (median [min, max])\n\n", runs)
+	for _, name := range order {
+		ds := slices.Clone(results[name])
+		slices.Sort(ds)
+		fmt.Printf("%-58s %8s [%s, %s]\n", name, ds[len(ds)/2].Round(100*time.Millisecond), ds[0].Round(100*time.Millisecond), ds[len(ds)-1].Round(100*time.Millisecond))
+	}
+	fmt.Printf("%-58s %8s\n", "operator memory at rest (RSS)", mem)
+	fmt.Printf("%-58s %8s\n", "operator CPU at rest", cpu)
+	return nil
+}
+
+// bootstrap creates a cluster of n members and returns the time to Ready;
+// it deletes the cluster afterwards.
+func (b *bench) bootstrap(ctx context.Context, name string, n int32) (time.Duration, error) {
+	cluster := b.cluster(name, n, false)
+	start := time.Now()
+	if err := b.c.Create(ctx, cluster); err != nil {
+		return 0, err
+	}
+	defer func() { _ = b.c.Delete(ctx, cluster) }()
+	if err := b.awaitReady(ctx, cluster, n); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+type step struct {
+	name string
+	took time.Duration
+}
+
+// scale measures the steps 3 -> 5 -> 3.
+func (b *bench) scale(ctx context.Context, name string) ([]step, error) {
+	cluster := b.cluster(name, 3, false)
+	if err := b.c.Create(ctx, cluster); err != nil {
+		return nil, err
+	}
+	defer func() { _ = b.c.Delete(ctx, cluster) }()
+	if err := b.awaitReady(ctx, cluster, 3); err != nil {
+		return nil, err
+	}
+	var steps []step
+	for _, pair := range [][2]int32{{3, 5}, {5, 3}} {
+		patch := client.MergeFrom(cluster.DeepCopy())
+		cluster.Spec.Replicas = ptr.To(pair[1])
+		start := time.Now()
+		if err := b.c.Patch(ctx, cluster, patch); err != nil {
+			return nil, err
+		}
+		if err := b.awaitReady(ctx, cluster, pair[1]); err != nil {
+			return nil, err
+		}
+		steps = append(steps, step{fmt.Sprintf("%d -> %d", pair[0], pair[1]), time.Since(start)})
+	}
+	return steps, nil
+}
+
+// recover deletes a member's Pod (and with dataLoss its claim) of a
+// 3-member cluster with claims and returns the time until the cluster is
+// Ready with 3 members again, none of them the deleted Pod.
+func (b *bench) recover(ctx context.Context, name string, dataLoss bool) (time.Duration, error) {
+	cluster := b.cluster(name, 3, true)
+	if err := b.c.Create(ctx, cluster); err != nil {
+		return 0, err
+	}
+	defer func() { _ = b.c.Delete(ctx, cluster) }()
+	if err := b.awaitReady(ctx, cluster, 3); err != nil {
+		return 0, err
+	}
+	victim := &corev1.Pod{}
+	if err := b.c.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: name + "-1"}, victim); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if dataLoss {
+		claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "data-" + victim.Name}}
+		if err := b.c.Delete(ctx, claim); err != nil {
+			return 0, err
+		}
+	}
+	if err := b.c.Delete(ctx, victim); err != nil {
+		return 0, err
+	}
+	err := b.poll(ctx, func() error {
+		pods := &corev1.PodList{}
+		if err := b.c.List(ctx, pods, client.InNamespace(b.ns), client.MatchingLabels{etcdv1alpha1.LabelCluster: name}); err != nil {
+			return err
+		}
+		ready := 0
+		for _, p := range pods.Items {
+			if p.UID != victim.UID && podReady(&p) {
+				ready++
+			}
+		}
+		if ready != 3 {
+			return fmt.Errorf("%d of 3 member Pods ready", ready)
+		}
+		return b.ready(ctx, cluster, 3)
+	})
+	return time.Since(start), err
+}
+
+func (b *bench) cluster(name string, n int32, claims bool) *etcdv1alpha1.EtcdCluster {
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: name}}
+	c.Spec.Replicas = ptr.To(n)
+	if claims {
+		c.Spec.Storage.VolumeClaimTemplate = &etcdv1alpha1.EmbeddedPersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("128Mi")}},
+		}}
+	}
+	return c
+}
+
+func (b *bench) awaitReady(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, n int32) error {
+	return b.poll(ctx, func() error { return b.ready(ctx, cluster, n) })
+}
+
+// ready says whether the cluster reports Ready with n members for its
+// current generation.
+func (b *bench) ready(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, n int32) error {
+	got := &etcdv1alpha1.EtcdCluster{}
+	if err := b.c.Get(ctx, client.ObjectKeyFromObject(cluster), got); err != nil {
+		return err
+	}
+	c := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionReady)
+	if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != got.Generation || got.Status.Replicas != n {
+		return fmt.Errorf("%s not Ready with %d members", got.Name, n)
+	}
+	return nil
+}
+
+// poll checks every 100 ms for up to 5 minutes.
+func (b *bench) poll(ctx context.Context, check func() error) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("gave up after 5m: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// operatorAtRest reads the operator process's resident memory and its CPU
+// use over window, while no cluster changes.
+func (b *bench) operatorAtRest(window time.Duration) (string, string, error) {
+	pidFiles, _ := filepath.Glob(filepath.Join(b.env.StateDir, "pods", "etcd-operator-system_*", "pids", "manager"))
+	if len(pidFiles) == 0 {
+		return "", "", errors.New("the operator's process is not found")
+	}
+	data, err := os.ReadFile(pidFiles[0])
+	if err != nil {
+		return "", "", err
+	}
+	pid := strings.TrimSpace(string(data))
+	cpu := func() (float64, error) {
+		stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+		if err != nil {
+			return 0, err
+		}
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+		utime, _ := strconv.ParseFloat(fields[11], 64)
+		stime, _ := strconv.ParseFloat(fields[12], 64)
+		return (utime + stime) / 100, nil // clock ticks of 10 ms
+	}
+	before, err := cpu()
+	if err != nil {
+		return "", "", err
+	}
+	time.Sleep(window) // measuring CPU over a window, not waiting for state
+	after, err := cpu()
+	if err != nil {
+		return "", "", err
+	}
+	status, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
+	if err != nil {
+		return "", "", err
+	}
+	rss := "?"
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			rss = strings.Join(strings.Fields(strings.TrimPrefix(line, "VmRSS:")), " ")
+		}
+	}
+	return rss, fmt.Sprintf("%.1f%% of a core", 100*(after-before)/window.Seconds()), nil
+}
