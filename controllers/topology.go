@@ -105,16 +105,21 @@ func (r *ClusterReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdClu
 		return o, nil
 	}
 	defer func() { _ = ec.Close() }()
-	_, members, err := ec.MemberList(ctx)
+	clusterID, members, err := ec.MemberList(ctx)
 	if err != nil {
 		o.etcdErr = err
 		return o, nil
 	}
-	o.members = members
+	o.members, o.clusterID = members, clusterID
+	o.clusterIDs = map[string]uint64{}
 	for _, ep := range endpoints {
-		if st, err := ec.Status(ctx, ep); err == nil {
+		st, err := ec.Status(ctx, ep)
+		if err != nil {
+			continue
+		}
+		o.clusterIDs[ep] = st.ClusterID
+		if st.MemberID == st.Leader || o.leader == 0 {
 			o.leader, o.version = st.Leader, st.Version
-			break
 		}
 	}
 	o.healthy = voterHealth(ctx, ec, members)
@@ -151,6 +156,9 @@ func (r *ClusterReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 	case actNone:
 		return 0, nil
 	case actWait:
+		return waitRequeue, nil
+	case actRefuse:
+		r.event(c, corev1.EventTypeWarning, a.reason, "Refusing to change membership: %s", a.member)
 		return waitRequeue, nil
 	case actCreateSeed, actCreatePod:
 		state := builder.ClusterStateExisting
@@ -310,7 +318,15 @@ func topologyStatus(o observed, a action) statusPatch {
 	if a.kind != actNone {
 		progressing.Status, progressing.Reason, progressing.Message = metav1.ConditionTrue, string(a.kind), a.String()
 	}
+	if a.kind == actRefuse {
+		msg := "Members answer for different etcd clusters (" + a.member + "): the operator changes nothing until a person decides which members belong to this cluster"
+		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, a.reason, msg
+		progressing.Status, progressing.Reason, progressing.Message = metav1.ConditionFalse, a.reason, msg
+	}
 	fields := map[string]any{"replicas": int64(len(o.members)), "readyReplicas": int64(ready), "selector": MemberSelector(c).String()}
+	if o.clusterID != 0 {
+		fields["clusterID"] = etcd.FormatID(o.clusterID)
+	}
 	if o.version != "" {
 		fields["version"] = o.version
 	}

@@ -24,6 +24,10 @@ type observed struct {
 	claims map[string]bool
 	// members is etcd's member list; nil when no member answered.
 	members []etcd.Member
+	// clusterID is the cluster ID the member list came with.
+	clusterID uint64
+	// clusterIDs is the cluster ID each answering endpoint reports.
+	clusterIDs map[string]uint64
 	// leader is the ID of the leader, 0 when unknown.
 	leader uint64
 	// version is the etcd version a member reports.
@@ -49,6 +53,9 @@ const (
 	actMoveLeader actionKind = "MoveLeader"
 	actRefuse     actionKind = "Refuse"
 )
+
+// reasonClusterIDMismatch: members answer for different etcd clusters.
+const reasonClusterIDMismatch = "ClusterIDMismatch"
 
 // action is what plan decides: a kind, the member it concerns and why.
 type action struct {
@@ -79,6 +86,9 @@ func plan(o observed) action {
 	want := int(c.DesiredReplicas())
 	if o.members == nil {
 		return planWithoutEtcd(o)
+	}
+	if eps := mismatchedEndpoints(o); len(eps) > 0 {
+		return action{kind: actRefuse, reason: reasonClusterIDMismatch, member: strings.Join(eps, ", ")}
 	}
 	byName := map[string]etcd.Member{}
 	for _, m := range o.members {
@@ -144,6 +154,20 @@ func planWithoutEtcd(o observed) action {
 			reason: "the cluster has no members yet"}
 	}
 	return action{kind: actWait, reason: fmt.Sprintf("no member answers yet (%v)", o.etcdErr)}
+}
+
+// mismatchedEndpoints lists the endpoints that report another cluster ID
+// than the member list's: members of two clusters behind one set of Pods,
+// which no step can mend. The operator stops and says so.
+func mismatchedEndpoints(o observed) []string {
+	var eps []string
+	for ep, id := range o.clusterIDs {
+		if id != o.clusterID {
+			eps = append(eps, fmt.Sprintf("%s reports cluster %s, not %s", ep, etcd.FormatID(id), etcd.FormatID(o.clusterID)))
+		}
+	}
+	slices.Sort(eps)
+	return eps
 }
 
 func split(members []etcd.Member) (voters, learners []etcd.Member) {

@@ -26,6 +26,8 @@ type world struct {
 	// persistent members have claims; claims lists which exist.
 	persistent bool
 	claims     []string
+	// foreign is a member whose endpoint reports another cluster ID.
+	foreign string
 }
 
 func (w world) observed() observed {
@@ -74,6 +76,13 @@ func (w world) observed() observed {
 	for _, l := range w.unstarted {
 		add(l, true, false)
 	}
+	o.clusterID, o.clusterIDs = 1, map[string]uint64{}
+	for _, v := range w.voters {
+		o.clusterIDs["http://"+v+".a-headless.ns.svc:2379"] = 1
+	}
+	if w.foreign != "" {
+		o.clusterIDs["http://"+w.foreign+".a-headless.ns.svc:2379"] = 2
+	}
 	return o
 }
 
@@ -99,6 +108,7 @@ func TestPlan(t *testing.T) {
 		{"scale down keeps the leader", world{replicas: 1, voters: []string{"a-0", "a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-1"}, actRemove, "a-0"},
 		{"a sick leader leaves after moving leadership", world{replicas: 2, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-1", sick: []string{"a-1"}}, actMoveLeader, "a-1"},
 		{"removed member's Pod (crash after remove)", world{replicas: 1, voters: []string{"a-0"}, pods: []string{"a-0", "a-1"}, leader: "a-0"}, actDeletePod, "a-1"},
+		{"members of two clusters: stop and say so", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", foreign: "a-2"}, actRefuse, "http://a-2.a-headless.ns.svc:2379 reports cluster 2, not 1"},
 		{"emptyDir member whose Pod was deleted: replace it", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0"}, actRemove, "a-1"},
 		{"claim member whose Pod was deleted: recreate it", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0"}, actCreatePod, "a-1"},
 		{"claim member whose Pod and claim were deleted: replace it", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0"}, actRemove, "a-1"},

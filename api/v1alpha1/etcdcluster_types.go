@@ -18,7 +18,7 @@ type EtcdClusterSpec struct {
 	// membership one member at a time and never below quorum.
 	//
 	// +kubebuilder:default=3
-	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:XValidation:rule="self >= 1",message="spec.replicas must be at least 1: scaling to zero would stop every member (and lose all data kept in emptyDirs); to stop using a cluster, delete the EtcdCluster (claims are deleted with it)"
 	// +kubebuilder:validation:Maximum=9
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Replicas",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:podCount"}
@@ -406,6 +406,11 @@ type EtcdClusterStatus struct {
 	//
 	// +optional
 	Selector string `json:"selector,omitempty"`
+
+	// clusterID is the etcd cluster ID, in hexadecimal.
+	//
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
 
 	// version is the etcd cluster version reported by the members.
 	//

@@ -167,8 +167,8 @@ type invalid struct {
 
 var invalidObjects = []invalid{
 	// replicas
-	{"zero replicas", `replicas: 0`, "spec.replicas: Invalid value: 0: spec.replicas in body should be greater than or equal to 1"},
-	{"negative replicas", `replicas: -1`, "spec.replicas in body should be greater than or equal to 1"},
+	{"zero replicas", `replicas: 0`, "spec.replicas: Invalid value: 0: spec.replicas must be at least 1: scaling to zero would stop every member (and lose all data kept in emptyDirs)"},
+	{"negative replicas", `replicas: -1`, "spec.replicas must be at least 1"},
 	{"too many replicas", `replicas: 11`, "spec.replicas in body should be less than or equal to 9"},
 
 	// options
