@@ -207,6 +207,11 @@ $(KUBECTL): hack/kube/go.mod | $(LOCALBIN)
 $(LOCALBIN)/etcd-%: hack/etcd/%/go.mod | $(LOCALBIN)
 	cd hack/etcd/$* && $(GO) build -o $@ .
 
+# etcdctl, for people poking at clusters (and the images of that version).
+ETCDCTL ?= $(LOCALBIN)/etcdctl-$(ETCD_VERSION)
+$(ETCDCTL): hack/etcd/$(ETCD_VERSION)/go.mod | $(LOCALBIN)
+	cd hack/etcd/$(ETCD_VERSION) && $(GO) build -o $@ go.etcd.io/etcd/etcdctl/v3
+
 # cert-manager's controllers, from hack/cert-manager (its cmd/controller
 # module is not on the proxy; its controller packages are).
 $(CERT_MANAGER_CONTROLLER): hack/cert-manager/go.mod hack/cert-manager/main.go | $(LOCALBIN)
@@ -227,15 +232,15 @@ localcluster: ## Build the local cluster's own binary (control plane supervisor 
 	$(GO) build -o $(LOCALCLUSTER) ./cmd/localcluster
 
 .PHONY: localcluster-binaries
-localcluster-binaries: localcluster build $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) $(KUBE_SCHEDULER) $(KUBECTL) $(CERT_MANAGER_CONTROLLER) $(foreach v,$(ETCD_MEMBER_VERSIONS),$(LOCALBIN)/etcd-$(v)) ## Build everything the local cluster runs.
+localcluster-binaries: localcluster build $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) $(KUBE_SCHEDULER) $(KUBECTL) $(CERT_MANAGER_CONTROLLER) $(ETCDCTL) $(foreach v,$(ETCD_MEMBER_VERSIONS),$(LOCALBIN)/etcd-$(v)) ## Build everything the local cluster runs.
 
 .PHONY: localcluster-up
 localcluster-up: localcluster-binaries ## Start the local cluster in the background (KUBECONFIG=.localcluster/admin.kubeconfig).
 	$(LOCALCLUSTER) up --detach --state-dir $(LOCALCLUSTER_STATE) --bin-dir $(LOCALBIN) --nodes $(LOCALCLUSTER_NODES)
 
 .PHONY: demo
-demo: localcluster-up $(KUSTOMIZE) ## Start the local cluster, install cert-manager and the operator, apply a sample EtcdCluster.
-	hack/demo.sh $(KUBECTL) $(KUSTOMIZE) $(LOCALCLUSTER_STATE)
+demo: localcluster-up $(KUSTOMIZE) ## Start the local cluster, install cert-manager and the operator, bring up a sample EtcdCluster.
+	hack/demo.sh $(KUBECTL) $(KUSTOMIZE) $(ETCDCTL) $(LOCALCLUSTER_STATE)
 
 .PHONY: demo-down
 demo-down: localcluster-down ## Stop the demo's local cluster and remove what it created.
