@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -79,9 +80,14 @@ func (r *ClusterReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdClu
 	if err := r.List(ctx, claims, client.InNamespace(c.Namespace), client.MatchingLabels(builder.MemberSelectorLabels(c))); err != nil {
 		return o, err
 	}
-	o.claims = map[string]bool{}
+	o.claims, o.allClaims, o.now = map[string]bool{}, map[string]bool{}, time.Now()
 	for i := range claims.Items {
-		if pvc := &claims.Items[i]; metav1.IsControlledBy(pvc, c) && pvc.DeletionTimestamp == nil {
+		pvc := &claims.Items[i]
+		if !metav1.IsControlledBy(pvc, c) {
+			continue
+		}
+		o.allClaims[pvc.Labels[etcdv1alpha1.LabelMember]] = true
+		if pvc.DeletionTimestamp == nil {
 			o.claims[pvc.Labels[etcdv1alpha1.LabelMember]] = true
 		}
 	}
@@ -112,18 +118,37 @@ func (r *ClusterReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdClu
 	}
 	o.members, o.clusterID = members, clusterID
 	o.clusterIDs = map[string]uint64{}
-	for _, ep := range endpoints {
-		st, err := ec.Status(ctx, ep)
-		if err != nil {
-			continue
-		}
-		o.clusterIDs[ep] = st.ClusterID
+	for _, st := range statuses(ctx, ec, endpoints) {
+		o.clusterIDs[st.Endpoint] = st.ClusterID
 		if st.MemberID == st.Leader || o.leader == 0 {
 			o.leader, o.version = st.Leader, st.Version
 		}
 	}
 	o.healthy = voterHealth(ctx, ec, members)
 	return o, nil
+}
+
+// statuses asks every endpoint for its status, in parallel; those that do
+// not answer are left out.
+func statuses(ctx context.Context, ec etcd.Client, endpoints []string) []etcd.Status {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var out []etcd.Status
+	for _, ep := range endpoints {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if st, err := ec.Status(ctx, ep); err == nil {
+				st.Endpoint = ep
+				mu.Lock()
+				out = append(out, st)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	slices.SortFunc(out, func(a, b etcd.Status) int { return strings.Compare(a.Endpoint, b.Endpoint) })
+	return out
 }
 
 // voterHealth asks every voter for a linearizable read, in parallel.
@@ -157,6 +182,9 @@ func (r *ClusterReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 		return 0, nil
 	case actWait:
 		return waitRequeue, nil
+	case actBlocked:
+		r.event(c, corev1.EventTypeWarning, "Blocked", "%s", a.reason)
+		return waitRequeue, nil
 	case actRefuse:
 		r.event(c, corev1.EventTypeWarning, a.reason, "Refusing to change membership: %s", a.member)
 		return waitRequeue, nil
@@ -165,9 +193,11 @@ func (r *ClusterReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 		if a.kind == actCreateSeed {
 			state = builder.ClusterStateNew
 		}
-		if claim := builder.MemberClaim(c, a.member); claim != nil {
-			if err := r.Create(ctx, claim); err != nil && !apierrors.IsAlreadyExists(err) {
-				return 0, fmt.Errorf("creating claim %s: %w", claim.Name, err)
+		if claim := builder.MemberClaim(c, a.member); claim != nil && !a.started {
+			// Only a member that never ran gets a new claim: one that ran
+			// must find its data, or be replaced.
+			if ok, err := r.createClaim(ctx, c, claim); err != nil || !ok {
+				return waitRequeue, err
 			}
 		}
 		pod := builder.MemberPod(c, builder.Member{Name: a.member, ClusterState: state, InitialCluster: a.initialCluster})
@@ -198,10 +228,6 @@ func (r *ClusterReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 	defer func() { _ = ec.Close() }()
 	switch a.kind {
 	case actAddLearner:
-		if err := etcd.CanAdd(o.members, o.healthy); err != nil {
-			r.event(c, corev1.EventTypeWarning, "AddRefused", "Not adding %s: %v", a.member, err)
-			return waitRequeue, nil
-		}
 		_, _, err := ec.AddLearner(ctx, []string{builder.PeerURL(c, a.member)})
 		if errors.Is(err, etcd.ErrUnhealthyCluster) {
 			return waitRequeue, nil
@@ -236,10 +262,6 @@ func (r *ClusterReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 		}
 		return waitRequeue, nil
 	case actRemove:
-		if err := etcd.CanRemove(o.members, o.healthy, a.id); err != nil {
-			r.event(c, corev1.EventTypeWarning, "RemoveRefused", "Not removing %s: %v", a.member, err)
-			return waitRequeue, nil
-		}
 		err := ec.Remove(ctx, a.id)
 		if errors.Is(err, etcd.ErrUnhealthyCluster) {
 			return waitRequeue, nil
@@ -258,6 +280,25 @@ func (r *ClusterReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 		return stepRequeue, nil
 	}
 	return 0, fmt.Errorf("unknown step %s", a.kind)
+}
+
+// createClaim creates a member's claim. A claim of that name that this
+// cluster does not control (a cluster of the same name deleted without its
+// claims, say) is never reused: the operator says so and waits, false.
+func (r *ClusterReconciler) createClaim(ctx context.Context, c *etcdv1alpha1.EtcdCluster, claim *corev1.PersistentVolumeClaim) (bool, error) {
+	err := r.Create(ctx, claim)
+	if !apierrors.IsAlreadyExists(err) {
+		return err == nil, err
+	}
+	existing := &corev1.PersistentVolumeClaim{}
+	if err := r.Get(ctx, client.ObjectKeyFromObject(claim), existing); err != nil {
+		return false, err
+	}
+	if !metav1.IsControlledBy(existing, c) || existing.DeletionTimestamp != nil {
+		r.event(c, corev1.EventTypeWarning, "ClaimConflict", "Claim %s exists and does not belong to this cluster (or is being deleted): it may hold another cluster's data; delete or rename it to let the operator create %s", claim.Name, claim.Name)
+		return false, nil
+	}
+	return true, nil
 }
 
 // memberEndpoints are the client URLs of the members that have Pods.
@@ -304,8 +345,11 @@ func topologyStatus(o observed, a action) statusPatch {
 	}
 	voters, _ := split(o.members)
 	initialized := metav1.Condition{Type: etcdv1alpha1.ConditionInitialized, Status: metav1.ConditionFalse, Reason: "Bootstrapping", Message: "The cluster has not formed yet", ObservedGeneration: c.Generation}
-	if len(o.members) > 0 {
+	switch {
+	case len(o.members) > 0:
 		initialized.Status, initialized.Reason, initialized.Message = metav1.ConditionTrue, "Formed", "The cluster has formed"
+	case len(o.pods) > 0:
+		initialized.Status, initialized.Reason, initialized.Message = metav1.ConditionUnknown, "Unreachable", fmt.Sprintf("No member answers: %v", o.etcdErr)
 	}
 	readyCond := metav1.Condition{Type: etcdv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "NotReady",
 		Message: fmt.Sprintf("%d of %d members are ready voters", ready, want), ObservedGeneration: c.Generation}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -22,6 +23,10 @@ type observed struct {
 	pods map[string]*corev1.Pod
 	// claims are the names of the members that have a claim.
 	claims map[string]bool
+	// allClaims also has the claims being deleted.
+	allClaims map[string]bool
+	// now is when the pass observed.
+	now time.Time
 	// members is etcd's member list; nil when no member answered.
 	members []etcd.Member
 	// clusterID is the cluster ID the member list came with.
@@ -52,6 +57,7 @@ const (
 	actDeletePod  actionKind = "DeletePod"
 	actMoveLeader actionKind = "MoveLeader"
 	actRefuse     actionKind = "Refuse"
+	actBlocked    actionKind = "Blocked"
 )
 
 // reasonClusterIDMismatch: members answer for different etcd clusters.
@@ -62,6 +68,9 @@ type action struct {
 	kind   actionKind
 	member string // the member's name
 	id     uint64 // the member's etcd ID, when it has one
+	// started tells whether the member ran before: its Pod must find its
+	// data, so no claim is created for it.
+	started bool
 	// initialCluster is --initial-cluster for a Pod to create.
 	initialCluster string
 	reason         string
@@ -78,9 +87,15 @@ func (a action) String() string {
 	return s
 }
 
+// learnerStartTimeout is how long a learner's Pod may take to become
+// Ready before the learner is removed (a bad image, an unschedulable Pod):
+// a learner that never starts blocks every other membership change.
+const learnerStartTimeout = 5 * time.Minute
+
 // plan decides the next step towards spec.replicas members from what the
 // pass observed. It is pure: one change of membership at a time, Pods
-// following etcd's member list, every step safe to repeat after a crash.
+// following etcd's member list, every step safe to repeat after a crash,
+// and every safety rule checked here so a refusal shows in the status.
 func plan(o observed) action {
 	c := o.cluster
 	want := int(c.DesiredReplicas())
@@ -94,40 +109,73 @@ func plan(o observed) action {
 	for _, m := range o.members {
 		byName[memberName(c, m)] = m
 	}
+	voters, learners := split(o.members)
 
-	// Pods follow the member list: a member without a Pod gets one (a
-	// crash between adding it and creating its Pod, or a deleted Pod whose
-	// data survives), a Pod without a member goes (a crash between
-	// removing the member and deleting its Pod).
+	// A Pod that stopped for good (evicted, say) goes; its member is then
+	// judged like one whose Pod was deleted.
+	for _, name := range slices.Sorted(maps.Keys(o.pods)) {
+		if p := o.pods[name]; p.DeletionTimestamp == nil && (p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded) {
+			return action{kind: actDeletePod, member: name, reason: fmt.Sprintf("Pod %s has stopped for good (%s)", name, p.Status.Phase)}
+		}
+	}
+
+	// Pods follow the member list: a member without a Pod gets one when it
+	// can come back as itself (it never started, or its claim holds its
+	// data); otherwise its data is gone and it is replaced below.
+	var dataGone []etcd.Member
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
 		if _, ok := o.pods[name]; ok {
 			continue
 		}
 		m := byName[name]
-		dataKept := c.Spec.Storage.UsesPersistentStorage() && o.claims[name]
-		if m.Name != "" && !dataKept {
-			// It started once and its data went with its Pod (an emptyDir)
-			// or its claim: it cannot come back as itself. Remove it; a
-			// fresh member replaces it.
-			return action{kind: actRemove, member: name, id: m.ID, reason: "the data of member " + name + " is gone with its Pod or claim; a new member replaces it"}
+		started := m.Name != ""
+		switch {
+		case !started || (c.Spec.Storage.UsesPersistentStorage() && o.claims[name]):
+			return action{kind: actCreatePod, member: name, id: m.ID, started: started, initialCluster: initialCluster(c, o.members),
+				reason: "member " + name + " has no Pod"}
+		case o.healthy[m.ID]:
+			// It answers: its Pod exists and this pass's view of Pods lags.
+			return action{kind: actWait, reason: "member " + name + " answers but its Pod is not seen yet"}
+		default:
+			dataGone = append(dataGone, m)
 		}
-		return action{kind: actCreatePod, member: name, id: m.ID, initialCluster: initialCluster(c, o.members),
-			reason: "member " + name + " has no Pod"}
 	}
+	// A Pod without a member goes (a crash between removing the member and
+	// deleting its Pod), but only when every other Pod answered for this
+	// cluster: a member list from the wrong members must never cost data.
 	for _, name := range slices.Sorted(maps.Keys(o.pods)) {
-		if _, ok := byName[name]; !ok && o.pods[name].DeletionTimestamp == nil {
-			return action{kind: actDeletePod, member: name, reason: "Pod " + name + " is not an etcd member"}
+		if _, ok := byName[name]; ok || o.pods[name].DeletionTimestamp != nil {
+			continue
 		}
+		if silent := unconfirmed(o, name); len(silent) > 0 {
+			return action{kind: actWait, reason: fmt.Sprintf("Pod %s is not an etcd member, but %s did not confirm the member list yet", name, strings.Join(silent, ", "))}
+		}
+		return action{kind: actDeletePod, member: name, reason: "Pod " + name + " is not an etcd member"}
 	}
 
-	voters, learners := split(o.members)
 	if len(learners) > 0 {
 		l := learners[0]
-		return action{kind: actPromote, member: memberName(c, l), id: l.ID, reason: "learner " + memberName(c, l) + " waits to be promoted"}
+		name := memberName(c, l)
+		if len(voters) >= want || learnerStuck(o, name) {
+			return action{kind: actRemove, member: name, id: l.ID, reason: "learner " + name + " is not needed any more or its Pod did not become Ready in " + learnerStartTimeout.String()}
+		}
+		return action{kind: actPromote, member: name, id: l.ID, reason: "learner " + name + " waits to be promoted"}
+	}
+	if len(dataGone) > 0 {
+		m := dataGone[0]
+		name := memberName(c, m)
+		if err := etcd.CanRemove(o.members, o.healthy, m.ID); err != nil {
+			return action{kind: actBlocked, member: name, reason: "cannot replace " + name + ", whose data is gone: " + err.Error()}
+		}
+		return action{kind: actRemove, member: name, id: m.ID, reason: "the data of member " + name + " is gone with its Pod or claim; a new member replaces it"}
 	}
 	switch {
 	case len(voters) < want:
-		return action{kind: actAddLearner, member: nextMemberName(c, o), reason: fmt.Sprintf("%d of %d members", len(voters), want)}
+		name := nextMemberName(c, o)
+		if err := etcd.CanAdd(o.members, o.healthy); err != nil {
+			return action{kind: actBlocked, member: name, reason: "cannot add " + name + ": " + err.Error()}
+		}
+		return action{kind: actAddLearner, member: name, reason: fmt.Sprintf("%d of %d members", len(voters), want)}
 	case len(voters) > want:
 		victim, ok := etcd.RemovalCandidate(voters, o.healthy, o.leader, func(a, b etcd.Member) int {
 			return ordinal(c, memberName(c, a)) - ordinal(c, memberName(c, b))
@@ -139,18 +187,68 @@ func plan(o observed) action {
 		if victim.MoveLeaderFirst {
 			return action{kind: actMoveLeader, member: name, id: victim.Member.ID, reason: "the leader is leaving"}
 		}
+		if err := etcd.CanRemove(o.members, o.healthy, victim.Member.ID); err != nil {
+			return action{kind: actBlocked, member: name, reason: "cannot remove " + name + ": " + err.Error()}
+		}
 		return action{kind: actRemove, member: name, id: victim.Member.ID,
 			reason: fmt.Sprintf("%d members for %d replicas (%s)", len(voters), want, victim.Reason)}
 	}
 	return action{kind: actNone}
 }
 
+// unconfirmed lists the Pods other than except whose member did not report
+// the member list's cluster ID in this pass.
+func unconfirmed(o observed, except string) []string {
+	var silent []string
+	for _, name := range slices.Sorted(maps.Keys(o.pods)) {
+		if name == except {
+			continue
+		}
+		if id, ok := o.clusterIDs[builder.ClientURL(o.cluster, name)]; !ok || id != o.clusterID {
+			silent = append(silent, name)
+		}
+	}
+	return silent
+}
+
+// learnerStuck tells whether a learner's Pod has had learnerStartTimeout
+// to become Ready and is not.
+func learnerStuck(o observed, name string) bool {
+	p, ok := o.pods[name]
+	if !ok || podReady(p) {
+		return false
+	}
+	return o.now.Sub(p.CreationTimestamp.Time) > learnerStartTimeout
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // planWithoutEtcd decides what to do when no member answers: found the
-// cluster when there is nothing, else wait for the members to come up.
+// cluster when it has no Pods and no claims; bring back members whose
+// claims survived their Pods (a quorum may need them to answer again);
+// else wait for the members to come up.
 func planWithoutEtcd(o observed) action {
-	if len(o.pods) == 0 {
-		name := fmt.Sprintf("%s-0", o.cluster.Name)
-		return action{kind: actCreateSeed, member: name, initialCluster: builder.InitialCluster(map[string]string{name: builder.PeerURL(o.cluster, name)}),
+	c := o.cluster
+	for _, name := range slices.Sorted(maps.Keys(o.claims)) {
+		if _, ok := o.pods[name]; !ok {
+			peers := map[string]string{}
+			for n := range o.claims {
+				peers[n] = builder.PeerURL(c, n)
+			}
+			return action{kind: actCreatePod, member: name, started: true, initialCluster: builder.InitialCluster(peers),
+				reason: "no member answers and the claim of " + name + " holds its data"}
+		}
+	}
+	if len(o.pods) == 0 && len(o.allClaims) == 0 {
+		name := fmt.Sprintf("%s-0", c.Name)
+		return action{kind: actCreateSeed, member: name, initialCluster: builder.InitialCluster(map[string]string{name: builder.PeerURL(c, name)}),
 			reason: "the cluster has no members yet"}
 	}
 	return action{kind: actWait, reason: fmt.Sprintf("no member answers yet (%v)", o.etcdErr)}
@@ -212,6 +310,9 @@ func ordinal(c *etcdv1alpha1.EtcdCluster, name string) int {
 func nextMemberName(c *etcdv1alpha1.EtcdCluster, o observed) string {
 	highest := -1
 	for name := range o.pods {
+		highest = max(highest, ordinal(c, name))
+	}
+	for name := range o.allClaims {
 		highest = max(highest, ordinal(c, name))
 	}
 	for _, m := range o.members {

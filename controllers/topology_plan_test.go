@@ -2,7 +2,9 @@ package controllers
 
 import (
 	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +30,11 @@ type world struct {
 	claims     []string
 	// foreign is a member whose endpoint reports another cluster ID.
 	foreign string
+	// failed Pods stopped for good; silent members did not answer Status;
+	// oldPods were created long ago and are not Ready.
+	failed  []string
+	silent  []string
+	oldPods bool
 }
 
 func (w world) observed() observed {
@@ -36,11 +43,20 @@ func (w world) observed() observed {
 	if w.persistent {
 		c.Spec.Storage.VolumeClaimTemplate = &etcdv1alpha1.EmbeddedPersistentVolumeClaim{}
 	}
+	o.allClaims = map[string]bool{}
 	for _, name := range w.claims {
-		o.claims[name] = true
+		o.claims[name], o.allClaims[name] = true, true
 	}
+	o.now = time.Now()
 	for _, p := range w.pods {
-		o.pods[p] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p}}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p, CreationTimestamp: metav1.NewTime(o.now)}}
+		if w.oldPods {
+			pod.CreationTimestamp = metav1.NewTime(o.now.Add(-time.Hour))
+		}
+		if slices.Contains(w.failed, p) {
+			pod.Status.Phase = corev1.PodFailed
+		}
+		o.pods[p] = pod
 	}
 	if w.noEtcd {
 		o.etcdErr = errors.New("connection refused")
@@ -78,7 +94,9 @@ func (w world) observed() observed {
 	}
 	o.clusterID, o.clusterIDs = 1, map[string]uint64{}
 	for _, v := range w.voters {
-		o.clusterIDs["http://"+v+".a-headless.ns.svc:2379"] = 1
+		if !slices.Contains(w.silent, v) {
+			o.clusterIDs["http://"+v+".a-headless.ns.svc:2379"] = 1
+		}
 	}
 	if w.foreign != "" {
 		o.clusterIDs["http://"+w.foreign+".a-headless.ns.svc:2379"] = 2
@@ -104,14 +122,21 @@ func TestPlan(t *testing.T) {
 		{"at strength", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0"}, actNone, ""},
 		{"scale down: the newest goes", world{replicas: 1, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0"}, actRemove, "a-2"},
 		{"scale down: a sick member goes first", world{replicas: 2, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", sick: []string{"a-1"}}, actRemove, "a-1"},
-		{"a sick follower goes before a healthy leader", world{replicas: 1, voters: []string{"a-0", "a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-1", sick: []string{"a-0"}}, actRemove, "a-0"},
+		{"two members, one sick: no quorum to commit a removal", world{replicas: 1, voters: []string{"a-0", "a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-1", sick: []string{"a-0"}}, actBlocked, "a-0"},
 		{"scale down keeps the leader", world{replicas: 1, voters: []string{"a-0", "a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-1"}, actRemove, "a-0"},
 		{"a sick leader leaves after moving leadership", world{replicas: 2, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-1", sick: []string{"a-1"}}, actMoveLeader, "a-1"},
 		{"removed member's Pod (crash after remove)", world{replicas: 1, voters: []string{"a-0"}, pods: []string{"a-0", "a-1"}, leader: "a-0"}, actDeletePod, "a-1"},
 		{"members of two clusters: stop and say so", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", foreign: "a-2"}, actRefuse, "http://a-2.a-headless.ns.svc:2379 reports cluster 2, not 1"},
-		{"emptyDir member whose Pod was deleted: replace it", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0"}, actRemove, "a-1"},
+		{"emptyDir member whose Pod was deleted: replace it", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0", sick: []string{"a-1"}}, actRemove, "a-1"},
+		{"a member that answers without a Pod in view: wait", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0"}, actWait, ""},
+		{"replacing would cost quorum: blocked", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0", sick: []string{"a-1", "a-2"}}, actBlocked, "a-1"},
+		{"a Pod that stopped for good goes", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, failed: []string{"a-2"}, leader: "a-0"}, actDeletePod, "a-2"},
+		{"a learner no longer needed is removed", world{replicas: 1, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0"}, actRemove, "a-1"},
+		{"a learner whose Pod never got Ready is removed", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0", oldPods: true}, actRemove, "a-1"},
+		{"a stray Pod waits until every member confirmed the list", world{replicas: 1, voters: []string{"a-0", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", silent: []string{"a-2"}}, actWait, ""},
+		{"no answer, claims without Pods: bring them back", world{replicas: 3, noEtcd: true, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0"}}, actCreatePod, "a-1"},
 		{"claim member whose Pod was deleted: recreate it", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0"}, actCreatePod, "a-1"},
-		{"claim member whose Pod and claim were deleted: replace it", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0"}, actRemove, "a-1"},
+		{"claim member whose Pod and claim were deleted: replace it", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0", sick: []string{"a-1"}}, actRemove, "a-1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
