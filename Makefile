@@ -92,6 +92,7 @@ CLUSTER_SUITES = ./test/localcluster/... ./test/e2e/...
 .PHONY: test
 test: manifests generate $(ENVTEST_ASSETS) localcluster-binaries $(KUSTOMIZE) ## Run the unit tests, the API server tests, the local cluster's suite and the e2e suite (needs root).
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e /test/localcluster -e /test/e2e)
+	cd hack/cert-manager && KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) CERT_MANAGER_CONTROLLER_BIN=$(CERT_MANAGER_CONTROLLER) $(GO) test $(GOTEST_FLAGS) ./...
 	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
 		$(GO) test -p 1 -timeout 30m $(GOTEST_FLAGS) $(CLUSTER_SUITES)
 
