@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -20,6 +21,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 	"github.com/etcd-operator/etcd-operator/controllers"
+	"github.com/etcd-operator/etcd-operator/internal/crashpoint"
 )
 
 // watchNamespaceEnv names the namespaces to watch, comma-separated; empty
@@ -33,12 +35,14 @@ func main() {
 		leaderElect   bool
 		secureMetrics bool
 		enableHTTP2   bool
+		probeInterval time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address the metrics endpoint binds to, e.g. :8443; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health probe endpoint binds to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so only one manager reconciles at a time.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")
 	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Serve metrics over HTTP/2 too (off: HTTP/2 stream attacks).")
+	flag.DurationVar(&probeInterval, "probe-interval", controllers.DefaultProbeInterval, "How often the health reconciler probes every member of a cluster.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -78,8 +82,18 @@ func main() {
 		Client:        mgr.GetClient(),
 		Recorder:      mgr.GetEventRecorder("etcd-operator-cluster"),
 		NewEtcdClient: controllers.NewEtcdClient,
+		CrashPoints:   crashpoint.FromEnv(),
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "etcdcluster")
+		os.Exit(1)
+	}
+	if err := (&controllers.HealthReconciler{
+		Client:        mgr.GetClient(),
+		Recorder:      mgr.GetEventRecorder("etcd-operator-health"),
+		NewEtcdClient: controllers.NewEtcdClient,
+		Interval:      probeInterval,
+	}).SetupWithManager(mgr); err != nil {
+		setupLog.Error(err, "Unable to set up controller", "controller", "etcdcluster-health")
 		os.Exit(1)
 	}
 

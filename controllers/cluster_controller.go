@@ -19,6 +19,7 @@ import (
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 	"github.com/etcd-operator/etcd-operator/internal/builder"
 	"github.com/etcd-operator/etcd-operator/internal/conditions"
+	"github.com/etcd-operator/etcd-operator/internal/crashpoint"
 )
 
 // ClusterFieldManager is the field manager of the cluster reconciler's
@@ -34,18 +35,22 @@ type ClusterReconciler struct {
 	Recorder recorder.EventRecorder
 	// NewEtcdClient connects to a cluster's members.
 	NewEtcdClient EtcdClientFactory
+	// CrashPoints, when armed, stop the process right after a step (tests).
+	CrashPoints *crashpoint.Points
 }
 
 // +kubebuilder:rbac:groups=etcd.aenix.io,resources=etcdclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=etcd.aenix.io,resources=etcdclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=pods;services;persistentvolumeclaims,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 
 // Reconcile takes one step of an EtcdCluster towards its spec. Failures
 // return an error (and controller-runtime retries with back-off);
 // RequeueAfter is used only for waits on something known.
-func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
+	defer func() { countError(req.Namespace, req.Name, "topology", err) }()
 	cluster := &etcdv1alpha1.EtcdCluster{}
 	if err := r.Get(ctx, req.NamespacedName, cluster); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -75,6 +80,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	r.CrashPoints.Hit(string(step.kind))
 	log.FromContext(ctx).V(1).Info("Reconciled cluster", "step", step.String())
 	return ctrl.Result{RequeueAfter: wait}, nil
 }

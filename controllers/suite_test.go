@@ -48,6 +48,10 @@ func runWithManager(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "setting up the cluster reconciler: %v\n", err)
 		return 1
 	}
+	if err := (&HealthReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("test"), NewEtcdClient: noEtcd}).SetupWithManager(mgr); err != nil {
+		fmt.Fprintf(os.Stderr, "setting up the health reconciler: %v\n", err)
+		return 1
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- mgr.Start(ctx) }()

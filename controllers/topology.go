@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -100,77 +98,51 @@ func (r *ClusterReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdClu
 		o.pods[p.Name] = p
 		endpoints = append(endpoints, builder.ClientURL(c, p.Name))
 	}
-	if len(endpoints) == 0 {
-		o.etcdErr = errors.New("no member Pods")
-		return o, nil
+	var err error
+	if o.lostNodes, err = r.lostNodes(ctx, o.pods); err != nil {
+		return o, err
 	}
 	slices.Sort(endpoints)
-	ec, err := r.NewEtcdClient(endpoints)
-	if err != nil {
-		o.etcdErr = err
-		return o, nil
-	}
-	defer func() { _ = ec.Close() }()
-	clusterID, members, err := ec.MemberList(ctx)
-	if err != nil {
-		o.etcdErr = err
-		return o, nil
-	}
-	o.members, o.clusterID = members, clusterID
-	o.clusterIDs = map[string]uint64{}
-	for _, st := range statuses(ctx, ec, endpoints) {
-		o.clusterIDs[st.Endpoint] = st.ClusterID
-		if st.MemberID == st.Leader || o.leader == 0 {
-			o.leader, o.version = st.Leader, st.Version
+	pr := probeMembers(ctx, r.NewEtcdClient, endpoints, false)
+	o.members, o.clusterID, o.leader, o.version, o.etcdErr = pr.members, pr.clusterID, pr.leader, pr.version, pr.err
+	if pr.members != nil {
+		o.healthy = pr.healthyVoters()
+		o.clusterIDs = map[string]uint64{}
+		for ep, st := range pr.statuses {
+			o.clusterIDs[ep] = st.ClusterID
 		}
 	}
-	o.healthy = voterHealth(ctx, ec, members)
 	return o, nil
 }
 
-// statuses asks every endpoint for its status, in parallel; those that do
-// not answer are left out.
-func statuses(ctx context.Context, ec etcd.Client, endpoints []string) []etcd.Status {
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var out []etcd.Status
-	for _, ep := range endpoints {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if st, err := ec.Status(ctx, ep); err == nil {
-				st.Endpoint = ep
-				mu.Lock()
-				out = append(out, st)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	slices.SortFunc(out, func(a, b etcd.Status) int { return strings.Compare(a.Endpoint, b.Endpoint) })
-	return out
-}
-
-// voterHealth asks every voter for a linearizable read, in parallel.
-func voterHealth(ctx context.Context, ec etcd.Client, members []etcd.Member) map[uint64]bool {
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	healthy := map[uint64]bool{}
-	for _, m := range members {
-		if m.IsLearner || len(m.ClientURLs) == 0 {
+// lostNodes tells which nodes of the Pods are not Ready (or gone).
+func (r *ClusterReconciler) lostNodes(ctx context.Context, pods map[string]*corev1.Pod) (map[string]bool, error) {
+	lost := map[string]bool{}
+	for _, p := range pods {
+		name := p.Spec.NodeName
+		if _, seen := lost[name]; seen || name == "" {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := ec.Health(ctx, m.ClientURLs[0])
-			mu.Lock()
-			healthy[m.ID] = err == nil
-			mu.Unlock()
-		}()
+		node := &corev1.Node{}
+		if err := r.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return nil, err
+			}
+			lost[name] = true
+			continue
+		}
+		lost[name] = !nodeReady(node)
 	}
-	wg.Wait()
-	return healthy
+	return lost, nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // act carries out one planned step. It returns how long to wait before
@@ -186,7 +158,7 @@ func (r *ClusterReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 		r.event(c, corev1.EventTypeWarning, "Blocked", "%s", a.reason)
 		return waitRequeue, nil
 	case actRefuse:
-		r.event(c, corev1.EventTypeWarning, a.reason, "Refusing to change membership: %s", a.member)
+		r.event(c, corev1.EventTypeWarning, a.refusal, "Refusing to change membership: %s", a.reason)
 		return waitRequeue, nil
 	case actCreateSeed, actCreatePod:
 		state := builder.ClusterStateExisting
@@ -209,7 +181,11 @@ func (r *ClusterReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 		return stepRequeue, nil
 	case actDeletePod:
 		pod := o.pods[a.member]
-		if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+		opts := []client.DeleteOption{client.Preconditions{UID: &pod.UID}}
+		if a.force {
+			opts = append(opts, client.GracePeriodSeconds(0))
+		}
+		if err := r.Delete(ctx, pod, opts...); client.IgnoreNotFound(err) != nil {
 			return 0, err
 		}
 		if claim := builder.MemberClaim(c, a.member); claim != nil {
@@ -318,30 +294,17 @@ func (r *ClusterReconciler) event(c *etcdv1alpha1.EtcdCluster, eventType, reason
 }
 
 // topologyStatus is the part of the status the topology owns: member
-// counts, the members, and the Initialized, Ready and Progressing
-// conditions, computed from what the pass observed and decided.
+// counts, the cluster ID and version, and the Initialized, Ready and
+// Progressing conditions, computed from what the pass observed and
+// decided. status.members is the health reconciler's.
 func topologyStatus(o observed, a action) statusPatch {
 	c := o.cluster
 	want := int(c.DesiredReplicas())
 	ready := 0
-	var members []any
 	for _, m := range o.members {
-		name := memberName(c, m)
-		role := etcdv1alpha1.MemberRoleFollower
-		switch {
-		case m.IsLearner:
-			role = etcdv1alpha1.MemberRoleLearner
-		case m.ID == o.leader:
-			role = etcdv1alpha1.MemberRoleLeader
-		}
-		healthy := o.healthy[m.ID]
-		if healthy && !m.IsLearner {
+		if o.healthy[m.ID] && !m.IsLearner {
 			ready++
 		}
-		members = append(members, map[string]any{
-			"name": name, "id": etcd.FormatID(m.ID), "role": string(role), "healthy": healthy,
-			"peerURLs": toAny(m.PeerURLs), "clientURLs": toAny(m.ClientURLs),
-		})
 	}
 	voters, _ := split(o.members)
 	initialized := metav1.Condition{Type: etcdv1alpha1.ConditionInitialized, Status: metav1.ConditionFalse, Reason: "Bootstrapping", Message: "The cluster has not formed yet", ObservedGeneration: c.Generation}
@@ -363,27 +326,20 @@ func topologyStatus(o observed, a action) statusPatch {
 		progressing.Status, progressing.Reason, progressing.Message = metav1.ConditionTrue, string(a.kind), a.String()
 	}
 	if a.kind == actRefuse {
-		msg := "Members answer for different etcd clusters (" + a.member + "): the operator changes nothing until a person decides which members belong to this cluster"
-		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, a.reason, msg
-		progressing.Status, progressing.Reason, progressing.Message = metav1.ConditionFalse, a.reason, msg
+		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, a.refusal, a.reason
+		progressing.Status, progressing.Reason, progressing.Message = metav1.ConditionFalse, a.refusal, a.reason
 	}
 	fields := map[string]any{"replicas": int64(len(o.members)), "readyReplicas": int64(ready), "selector": MemberSelector(c).String()}
-	if o.clusterID != 0 {
+	// The cluster ID stays while no member answers: it is what tells a lost
+	// cluster from one never founded.
+	switch {
+	case o.clusterID != 0:
 		fields["clusterID"] = etcd.FormatID(o.clusterID)
+	case c.Status.ClusterID != "":
+		fields["clusterID"] = c.Status.ClusterID
 	}
 	if o.version != "" {
 		fields["version"] = o.version
 	}
-	if members != nil {
-		fields["members"] = members
-	}
 	return statusPatch{conditions: []metav1.Condition{initialized, readyCond, progressing}, fields: fields}
-}
-
-func toAny(s []string) []any {
-	out := make([]any, 0, len(s))
-	for _, v := range s {
-		out = append(out, v)
-	}
-	return out
 }

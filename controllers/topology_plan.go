@@ -39,6 +39,9 @@ type observed struct {
 	version string
 	// healthy tells which voters answered a linearizable read.
 	healthy map[uint64]bool
+	// lostNodes are the nodes of member Pods that are not Ready: their
+	// kubelet no longer runs or reports the Pods.
+	lostNodes map[string]bool
 	// etcdErr is why members is nil.
 	etcdErr error
 }
@@ -60,8 +63,13 @@ const (
 	actBlocked    actionKind = "Blocked"
 )
 
-// reasonClusterIDMismatch: members answer for different etcd clusters.
-const reasonClusterIDMismatch = "ClusterIDMismatch"
+// Reasons of the refusals, for the Ready and Progressing conditions.
+const (
+	// reasonClusterIDMismatch: members answer for different etcd clusters.
+	reasonClusterIDMismatch = "ClusterIDMismatch"
+	// reasonDataLost: every member and its data are gone.
+	reasonDataLost = "DataLost"
+)
 
 // action is what plan decides: a kind, the member it concerns and why.
 type action struct {
@@ -73,7 +81,12 @@ type action struct {
 	started bool
 	// initialCluster is --initial-cluster for a Pod to create.
 	initialCluster string
-	reason         string
+	// force deletes a Pod at once: its node is lost, so its kubelet would
+	// never confirm the deletion; its member is no longer in etcd.
+	force bool
+	// refusal is the condition reason of an actRefuse.
+	refusal string
+	reason  string
 }
 
 func (a action) String() string {
@@ -103,7 +116,8 @@ func plan(o observed) action {
 		return planWithoutEtcd(o)
 	}
 	if eps := mismatchedEndpoints(o); len(eps) > 0 {
-		return action{kind: actRefuse, reason: reasonClusterIDMismatch, member: strings.Join(eps, ", ")}
+		return action{kind: actRefuse, refusal: reasonClusterIDMismatch,
+			reason: "members answer for different etcd clusters (" + strings.Join(eps, ", ") + "): the operator changes nothing until a person decides which members belong to this cluster"}
 	}
 	byName := map[string]etcd.Member{}
 	for _, m := range o.members {
@@ -143,12 +157,18 @@ func plan(o observed) action {
 	// A Pod without a member goes (a crash between removing the member and
 	// deleting its Pod), but only when every other Pod answered for this
 	// cluster: a member list from the wrong members must never cost data.
+	// On a lost node it is deleted at once, or it would stay Terminating.
 	for _, name := range slices.Sorted(maps.Keys(o.pods)) {
-		if _, ok := byName[name]; ok || o.pods[name].DeletionTimestamp != nil {
+		p := o.pods[name]
+		lost := o.lostNodes[p.Spec.NodeName]
+		if _, ok := byName[name]; ok || (p.DeletionTimestamp != nil && !lost) {
 			continue
 		}
 		if silent := unconfirmed(o, name); len(silent) > 0 {
 			return action{kind: actWait, reason: fmt.Sprintf("Pod %s is not an etcd member, but %s did not confirm the member list yet", name, strings.Join(silent, ", "))}
+		}
+		if lost {
+			return action{kind: actDeletePod, member: name, force: true, reason: fmt.Sprintf("Pod %s is not an etcd member and its node %s is lost", name, p.Spec.NodeName)}
 		}
 		return action{kind: actDeletePod, member: name, reason: "Pod " + name + " is not an etcd member"}
 	}
@@ -168,6 +188,15 @@ func plan(o observed) action {
 			return action{kind: actBlocked, member: name, reason: "cannot replace " + name + ", whose data is gone: " + err.Error()}
 		}
 		return action{kind: actRemove, member: name, id: m.ID, reason: "the data of member " + name + " is gone with its Pod or claim; a new member replaces it"}
+	}
+	m, since, unhealthy := unhealthyVoter(o, voters)
+	if due := since.Add(c.UnhealthyMemberTimeout()); unhealthy && o.now.After(due) {
+		name := memberName(c, m)
+		if err := etcd.CanRemove(o.members, o.healthy, m.ID); err != nil {
+			return action{kind: actBlocked, member: name, reason: "cannot replace " + name + ", unhealthy since " + since.UTC().Format(time.RFC3339) + ": " + err.Error()}
+		}
+		return action{kind: actRemove, member: name, id: m.ID, reason: fmt.Sprintf("member %s has been unhealthy since %s, longer than spec.unhealthyMemberTimeout (%s); a new member replaces it",
+			name, since.UTC().Format(time.RFC3339), c.UnhealthyMemberTimeout())}
 	}
 	switch {
 	case len(voters) < want:
@@ -193,6 +222,11 @@ func plan(o observed) action {
 		return action{kind: actRemove, member: name, id: victim.Member.ID,
 			reason: fmt.Sprintf("%d members for %d replicas (%s)", len(voters), want, victim.Reason)}
 	}
+	if unhealthy {
+		// Nothing else prompts a pass when the timeout runs out.
+		return action{kind: actWait, member: memberName(c, m), reason: fmt.Sprintf("member %s has been unhealthy since %s; it is replaced at %s unless it recovers",
+			memberName(c, m), since.UTC().Format(time.RFC3339), since.Add(c.UnhealthyMemberTimeout()).UTC().Format(time.RFC3339))}
+	}
 	return action{kind: actNone}
 }
 
@@ -209,6 +243,39 @@ func unconfirmed(o observed, except string) []string {
 		}
 	}
 	return silent
+}
+
+// unhealthyVoter finds the voter that did not answer this pass and whose
+// Pod has not been Ready for the longest time, and since when. One that
+// stays so for spec.unhealthyMemberTimeout is replaced: its data was wiped
+// under it, or its node will not return.
+func unhealthyVoter(o observed, voters []etcd.Member) (etcd.Member, time.Time, bool) {
+	var found etcd.Member
+	var earliest time.Time
+	for _, m := range voters {
+		p, ok := o.pods[memberName(o.cluster, m)]
+		if !ok || o.healthy[m.ID] {
+			continue
+		}
+		if since := notReadySince(p); !since.IsZero() && (earliest.IsZero() || since.Before(earliest)) {
+			found, earliest = m, since
+		}
+	}
+	return found, earliest, !earliest.IsZero()
+}
+
+// notReadySince is when a Pod stopped being Ready (its creation when it
+// never reported), or zero while it is Ready.
+func notReadySince(p *corev1.Pod) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			if c.Status == corev1.ConditionTrue {
+				return time.Time{}
+			}
+			return c.LastTransitionTime.Time
+		}
+	}
+	return p.CreationTimestamp.Time
 }
 
 // learnerStuck tells whether a learner's Pod has had learnerStartTimeout
@@ -247,6 +314,11 @@ func planWithoutEtcd(o observed) action {
 		}
 	}
 	if len(o.pods) == 0 && len(o.allClaims) == 0 {
+		if lost := c.Status.ClusterID; lost != "" && c.Annotations[etcdv1alpha1.AnnotationStartEmpty] != lost {
+			return action{kind: actRefuse, refusal: reasonDataLost, reason: fmt.Sprintf(
+				"every member of etcd cluster %s is gone with its data (no Pods, no claims); the operator does not put an empty cluster in its place on its own. Restore from a backup into a new EtcdCluster, or annotate this one with %s=%s to start an empty cluster",
+				lost, etcdv1alpha1.AnnotationStartEmpty, lost)}
+		}
 		name := fmt.Sprintf("%s-0", c.Name)
 		return action{kind: actCreateSeed, member: name, initialCluster: builder.InitialCluster(map[string]string{name: builder.PeerURL(c, name)}),
 			reason: "the cluster has no members yet"}

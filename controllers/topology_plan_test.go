@@ -3,6 +3,7 @@ package controllers
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +36,16 @@ type world struct {
 	failed  []string
 	silent  []string
 	oldPods bool
+	// unready Pods have not been Ready for ten minutes; lost Pods are on a
+	// node that is not Ready; deleting Pods are being deleted.
+	unready     []string
+	notReadyFor time.Duration // ten minutes when 0
+	lost        []string
+	deleting    []string
+	// lostCluster is the cluster ID in the status; startEmpty sets the
+	// annotation that accepts an empty cluster in its place.
+	lostCluster string
+	startEmpty  bool
 }
 
 func (w world) observed() observed {
@@ -47,15 +58,31 @@ func (w world) observed() observed {
 	for _, name := range w.claims {
 		o.claims[name], o.allClaims[name] = true, true
 	}
+	c.Status.ClusterID = w.lostCluster
+	if w.startEmpty {
+		c.Annotations = map[string]string{etcdv1alpha1.AnnotationStartEmpty: w.lostCluster}
+	}
 	o.now = time.Now()
+	o.lostNodes = map[string]bool{}
 	for _, p := range w.pods {
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p, CreationTimestamp: metav1.NewTime(o.now)}}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p, CreationTimestamp: metav1.NewTime(o.now)}, Spec: corev1.PodSpec{NodeName: "node-" + p}}
 		if w.oldPods {
 			pod.CreationTimestamp = metav1.NewTime(o.now.Add(-time.Hour))
 		}
 		if slices.Contains(w.failed, p) {
 			pod.Status.Phase = corev1.PodFailed
 		}
+		if slices.Contains(w.unready, p) {
+			d := w.notReadyFor
+			if d == 0 {
+				d = 10 * time.Minute
+			}
+			pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(o.now.Add(-d))}}
+		}
+		if slices.Contains(w.deleting, p) {
+			pod.DeletionTimestamp = ptr.To(metav1.NewTime(o.now))
+		}
+		o.lostNodes[pod.Spec.NodeName] = slices.Contains(w.lost, p)
 		o.pods[p] = pod
 	}
 	if w.noEtcd {
@@ -126,7 +153,7 @@ func TestPlan(t *testing.T) {
 		{"scale down keeps the leader", world{replicas: 1, voters: []string{"a-0", "a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-1"}, actRemove, "a-0"},
 		{"a sick leader leaves after moving leadership", world{replicas: 2, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-1", sick: []string{"a-1"}}, actMoveLeader, "a-1"},
 		{"removed member's Pod (crash after remove)", world{replicas: 1, voters: []string{"a-0"}, pods: []string{"a-0", "a-1"}, leader: "a-0"}, actDeletePod, "a-1"},
-		{"members of two clusters: stop and say so", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", foreign: "a-2"}, actRefuse, "http://a-2.a-headless.ns.svc:2379 reports cluster 2, not 1"},
+		{"members of two clusters: stop and say so", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", foreign: "a-2"}, actRefuse, reasonClusterIDMismatch},
 		{"emptyDir member whose Pod was deleted: replace it", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0", sick: []string{"a-1"}}, actRemove, "a-1"},
 		{"a member that answers without a Pod in view: wait", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0"}, actWait, ""},
 		{"replacing would cost quorum: blocked", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0", sick: []string{"a-1", "a-2"}}, actBlocked, "a-1"},
@@ -136,14 +163,54 @@ func TestPlan(t *testing.T) {
 		{"a stray Pod waits until every member confirmed the list", world{replicas: 1, voters: []string{"a-0", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", silent: []string{"a-2"}}, actWait, ""},
 		{"no answer, claims without Pods: bring them back", world{replicas: 3, noEtcd: true, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0"}}, actCreatePod, "a-1"},
 		{"claim member whose Pod was deleted: recreate it", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0"}, actCreatePod, "a-1"},
+		{"a member unhealthy past the timeout is replaced", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", sick: []string{"a-1"}, unready: []string{"a-1"}}, actRemove, "a-1"},
+		{"a Pod not Ready whose member answers stays", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", unready: []string{"a-1"}}, actNone, ""},
+		{"a member unhealthy within the timeout: wait for it", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", sick: []string{"a-1"}, oldPods: true, notReadyFor: time.Minute, unready: []string{"a-1"}}, actWait, "a-1"},
+		{"replacing an unhealthy member would cost quorum: blocked", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", sick: []string{"a-1", "a-2"}, unready: []string{"a-1", "a-2"}}, actBlocked, "a-1"},
+		{"a removed member's Pod on a lost node is deleted at once", world{replicas: 3, voters: []string{"a-0", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", lost: []string{"a-1"}, deleting: []string{"a-1"}}, actDeletePod, "a-1"},
+		{"a removed member's Pod being deleted on a live node: its kubelet finishes", world{replicas: 3, voters: []string{"a-0", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", deleting: []string{"a-1"}}, actAddLearner, "a-3"},
+		{"every member and its data gone: refuse to start empty", world{replicas: 3, noEtcd: true, lostCluster: "1"}, actRefuse, reasonDataLost},
+		{"every member gone, start-empty annotation: found anew", world{replicas: 3, noEtcd: true, lostCluster: "1", startEmpty: true}, actCreateSeed, "a-0"},
 		{"claim member whose Pod and claim were deleted: replace it", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0", sick: []string{"a-1"}}, actRemove, "a-1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			got := plan(tt.world.observed())
-			if got.kind != tt.want || got.member != tt.member {
+			subject := got.member
+			if got.kind == actRefuse {
+				subject = got.refusal
+			}
+			if got.kind != tt.want || subject != tt.member {
 				t.Errorf("plan() = %s, want %s %s", got, tt.want, tt.member)
+			}
+		})
+	}
+}
+
+// TestPlanSaysWhy checks that what a user reads names what to look at.
+func TestPlanSaysWhy(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		world world
+		want  []string
+	}{
+		{"cluster IDs", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", foreign: "a-2"},
+			[]string{"http://a-2.a-headless.ns.svc:2379 reports cluster 2, not 1"}},
+		{"data lost", world{replicas: 3, noEtcd: true, lostCluster: "1a2b"},
+			[]string{"etcd cluster 1a2b is gone", etcdv1alpha1.AnnotationStartEmpty + "=1a2b"}},
+		{"unhealthy", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", sick: []string{"a-1"}, unready: []string{"a-1"}},
+			[]string{"member a-1 has been unhealthy since", "spec.unhealthyMemberTimeout (5m0s)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := plan(tt.world.observed())
+			for _, w := range tt.want {
+				if !strings.Contains(got.reason, w) {
+					t.Errorf("reason %q does not say %q", got.reason, w)
+				}
 			}
 		})
 	}

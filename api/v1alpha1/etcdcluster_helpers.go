@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -17,6 +19,22 @@ const (
 	// ConditionProgressing is True while the operator changes the cluster;
 	// its reason names the step and its message what it waits for.
 	ConditionProgressing = "Progressing"
+
+	// ConditionQuorumAvailable is True while a quorum of voting members
+	// answers linearizable reads: the cluster serves writes.
+	ConditionQuorumAvailable = "QuorumAvailable"
+
+	// ConditionDegraded is True when a member is unhealthy, or members
+	// answer for different clusters; the message names them and why.
+	ConditionDegraded = "Degraded"
+
+	// ConditionAlarm is True while a member has raised an alarm (NOSPACE,
+	// CORRUPT); the reason names the alarms.
+	ConditionAlarm = "Alarm"
+
+	// ConditionMaintenance is True while the operator compacts and
+	// defragments the members' databases.
+	ConditionMaintenance = "Maintenance"
 
 	// ConditionConfigurationWarning is True when the spec is accepted but
 	// part of it is ignored or questionable; the message says what to change.
@@ -36,6 +54,15 @@ const (
 // DefaultReplicas is the number of members of a cluster that does not say.
 const DefaultReplicas int32 = 3
 
+// DefaultUnhealthyMemberTimeout is spec.unhealthyMemberTimeout when unset.
+const DefaultUnhealthyMemberTimeout = 5 * time.Minute
+
+// AnnotationStartEmpty is the annotation that, set on an EtcdCluster to
+// the cluster ID in its status, lets the operator found a new, empty etcd
+// cluster after every member and its data are gone. Without it the operator refuses: an empty
+// cluster in place of a lost one would look healthy and hold nothing.
+const AnnotationStartEmpty = "etcd.aenix.io/start-empty-after-loss"
+
 // Labels the operator puts on every object it creates for a cluster.
 const (
 	// LabelCluster names the EtcdCluster an object belongs to.
@@ -52,6 +79,46 @@ func (c *EtcdCluster) DesiredReplicas() int32 {
 		return DefaultReplicas
 	}
 	return *c.Spec.Replicas
+}
+
+// UnhealthyMemberTimeout is how long a member may stay unhealthy before
+// it is replaced.
+func (c *EtcdCluster) UnhealthyMemberTimeout() time.Duration {
+	if c.Spec.UnhealthyMemberTimeout == nil {
+		return DefaultUnhealthyMemberTimeout
+	}
+	return c.Spec.UnhealthyMemberTimeout.Duration
+}
+
+// Defragmentation defaults of spec.maintenance.
+const (
+	DefaultFragmentationThresholdPercent int32 = 50
+	DefaultMinDefragmentationSize        int64 = 64 << 20
+)
+
+// DefragmentationEnabled tells whether the operator compacts, defragments
+// and disarms NOSPACE alarms.
+func (c *EtcdCluster) DefragmentationEnabled() bool {
+	m := c.Spec.Maintenance
+	return m == nil || m.Defragmentation == nil || *m.Defragmentation
+}
+
+// FragmentationThresholdPercent is the free share of a database that
+// calls for defragmentation.
+func (c *EtcdCluster) FragmentationThresholdPercent() int32 {
+	if m := c.Spec.Maintenance; m != nil && m.FragmentationThresholdPercent != nil {
+		return *m.FragmentationThresholdPercent
+	}
+	return DefaultFragmentationThresholdPercent
+}
+
+// MinDefragmentationSize is the database size below which fragmentation
+// alone does not call for defragmentation.
+func (c *EtcdCluster) MinDefragmentationSize() int64 {
+	if m := c.Spec.Maintenance; m != nil && m.MinDefragmentationSize != nil {
+		return m.MinDefragmentationSize.Value()
+	}
+	return DefaultMinDefragmentationSize
 }
 
 // Quorum is the number of members that must agree for a cluster of n

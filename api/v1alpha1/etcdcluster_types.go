@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -77,12 +78,59 @@ type EtcdClusterSpec struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="PodDisruptionBudget Template"
 	PodDisruptionBudgetTemplate *PodDisruptionBudgetTemplate `json:"podDisruptionBudgetTemplate,omitempty"`
 
+	// unhealthyMemberTimeout is how long a voting member may stay unhealthy
+	// (its Pod not Ready and the member not answering a linearizable read)
+	// before the operator replaces it with a fresh member: its data was
+	// wiped, its claim lost, or its node will not return. A member is only
+	// replaced while the others keep quorum without it; with a claim, the
+	// claim is deleted with the member. Defaults to 5m.
+	//
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s')",message="spec.unhealthyMemberTimeout must be at least 10s: a member restarting should not be replaced"
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Unhealthy Member Timeout"
+	UnhealthyMemberTimeout *metav1.Duration `json:"unhealthyMemberTimeout,omitempty"`
+
+	// maintenance configures how the operator keeps the members' databases
+	// in shape: compaction and defragmentation when a member raises NOSPACE
+	// or its database is fragmented.
+	//
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Maintenance"
+	Maintenance *MaintenanceSpec `json:"maintenance,omitempty"`
+
 	// security configures TLS for peer and client traffic and etcd
 	// authentication.
 	//
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Security"
 	Security *SecuritySpec `json:"security,omitempty"`
+}
+
+// MaintenanceSpec configures compaction and defragmentation.
+type MaintenanceSpec struct {
+	// defragmentation switches compaction, defragmentation and disarming of
+	// NOSPACE alarms on or off. Off, the operator only reports alarms and
+	// fragmentation. Defaults to true.
+	//
+	// +optional
+	Defragmentation *bool `json:"defragmentation,omitempty"`
+
+	// fragmentationThresholdPercent is the share of a member's database
+	// that must be free space before it is defragmented. Defaults to 50.
+	//
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	FragmentationThresholdPercent *int32 `json:"fragmentationThresholdPercent,omitempty"`
+
+	// minDefragmentationSize is the database size below which a member is
+	// not defragmented for fragmentation alone (a NOSPACE alarm always
+	// leads to defragmentation). Defaults to 64Mi.
+	//
+	// +optional
+	MinDefragmentationSize *resource.Quantity `json:"minDefragmentationSize,omitempty"`
 }
 
 // EmbeddedObjectMetadata is the metadata the operator copies onto an object it
@@ -462,6 +510,41 @@ type MemberStatus struct {
 	//
 	// +optional
 	ClientURLs []string `json:"clientURLs,omitempty"`
+
+	// dbSize is the size of the member's database file in bytes.
+	//
+	// +optional
+	DBSize int64 `json:"dbSize,omitempty"`
+
+	// dbSizeInUse is the part of dbSize holding live data; the rest is
+	// freed by defragmentation.
+	//
+	// +optional
+	DBSizeInUse int64 `json:"dbSizeInUse,omitempty"`
+
+	// raftTerm and raftIndex are the member's raft progress.
+	//
+	// +optional
+	RaftTerm uint64 `json:"raftTerm,omitempty"`
+	// +optional
+	RaftIndex uint64 `json:"raftIndex,omitempty"`
+
+	// alarms are the alarms the member raised (NOSPACE, CORRUPT).
+	//
+	// +listType=set
+	// +optional
+	Alarms []string `json:"alarms,omitempty"`
+
+	// lastError is why the last probe of the member failed; empty when it
+	// succeeded.
+	//
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+
+	// lastProbeTime is when the member was last probed.
+	//
+	// +optional
+	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
 }
 
 // MemberRole is the role of a member in the etcd cluster.

@@ -77,8 +77,15 @@ func InitialCluster(peers map[string]string) string {
 
 // ClusterToken is the --initial-cluster-token of a cluster: its UID, unique
 // to this incarnation of the resource, so members of a deleted cluster of
-// the same name can never join it.
+// the same name can never join it. A cluster started anew after losing
+// every member (etcdv1alpha1.AnnotationStartEmpty) adds the lost cluster's
+// ID: etcd derives member and cluster IDs from the token and peer URLs, so
+// the new cluster gets an ID of its own and the annotation no longer
+// matches it.
 func ClusterToken(c *etcdv1alpha1.EtcdCluster) string {
+	if lost := c.Annotations[etcdv1alpha1.AnnotationStartEmpty]; lost != "" {
+		return string(c.UID) + "-after-" + lost
+	}
 	return string(c.UID)
 }
 

@@ -63,6 +63,14 @@ func TestMemberPodIdentity(t *testing.T) {
 	checkEqual(t, etcd.VolumeMounts, []corev1.VolumeMount{{Name: DataVolumeName, MountPath: DataDir}})
 }
 
+func TestClusterToken(t *testing.T) {
+	t.Parallel()
+	c := newCluster("a").obj()
+	checkEqual(t, ClusterToken(c), "a-uid")
+	c.Annotations = map[string]string{etcdv1alpha1.AnnotationStartEmpty: "519f2b79ce64f25"}
+	checkEqual(t, ClusterToken(c), "a-uid-after-519f2b79ce64f25")
+}
+
 func TestMemberPodOptionsAreSortedFlags(t *testing.T) {
 	t.Parallel()
 	c := newCluster("a").withOptions(map[string]string{"max-wals": "5", "election-timeout": "1000"}).obj()

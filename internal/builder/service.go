@@ -32,6 +32,7 @@ func HeadlessService(c *etcdv1alpha1.EtcdCluster) *corev1.Service {
 			Ports: []corev1.ServicePort{
 				servicePort(PeerPortName, PeerPort),
 				servicePort(ClientPortName, ClientPort),
+				servicePort(MetricsPortName, MetricsPort),
 			},
 		},
 	}

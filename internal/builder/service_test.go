@@ -30,6 +30,7 @@ func wantHeadlessService(name string) *corev1.Service {
 			Ports: []corev1.ServicePort{
 				{Name: "peer", Protocol: corev1.ProtocolTCP, Port: 2380, TargetPort: intstr.FromString("peer")},
 				{Name: "client", Protocol: corev1.ProtocolTCP, Port: 2379, TargetPort: intstr.FromString("client")},
+				{Name: "metrics", Protocol: corev1.ProtocolTCP, Port: 2381, TargetPort: intstr.FromString("metrics")},
 			},
 		},
 	}

@@ -125,6 +125,15 @@ type Client interface {
 	Health(ctx context.Context, endpoint string) error
 	// Alarms returns the cluster's active alarms.
 	Alarms(ctx context.Context) ([]Alarm, error)
+	// DisarmAlarm clears an alarm.
+	DisarmAlarm(ctx context.Context, a Alarm) error
+	// Compact compacts the key space up to the latest revision, which it
+	// returns: older revisions of keys are dropped for good.
+	Compact(ctx context.Context) (int64, error)
+	// Defragment defragments the backend of one endpoint, and only that
+	// one, giving the space freed by compaction back to the file system.
+	// The member does not serve while it defragments.
+	Defragment(ctx context.Context, endpoint string) error
 	// Close releases the client's connections.
 	Close() error
 }
@@ -431,6 +440,44 @@ func (c *client) Alarms(ctx context.Context) ([]Alarm, error) {
 		alarms = append(alarms, Alarm{MemberID: a.MemberID, Type: a.Alarm.String()})
 	}
 	return alarms, nil
+}
+
+func (c *client) DisarmAlarm(ctx context.Context, a Alarm) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	alarm, ok := pb.AlarmType_value[a.Type]
+	if !ok {
+		return fmt.Errorf("disarm alarm: unknown alarm type %q", a.Type)
+	}
+	_, err := c.cli.AlarmDisarm(ctx, &clientv3.AlarmMember{MemberID: a.MemberID, Alarm: pb.AlarmType(alarm)})
+	if err != nil {
+		return fmt.Errorf("disarm alarm %s of member %s: %w", a.Type, FormatID(a.MemberID), err)
+	}
+	return nil
+}
+
+func (c *client) Compact(ctx context.Context) (int64, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	// A Get of any key returns the store's current revision in its header.
+	resp, err := c.cli.Get(ctx, healthKey)
+	if err != nil {
+		return 0, fmt.Errorf("compact: reading the current revision: %w", err)
+	}
+	rev := resp.Header.GetRevision()
+	if _, err := c.cli.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil && !errors.Is(rpctypes.Error(err), rpctypes.ErrCompacted) {
+		return 0, fmt.Errorf("compact to revision %d: %w", rev, err)
+	}
+	return rev, nil
+}
+
+// Defragment may take long on a large database: it is bounded by the
+// caller's context, not the client's call timeout.
+func (c *client) Defragment(ctx context.Context, endpoint string) error {
+	if _, err := c.cli.Defragment(ctx, endpoint); err != nil {
+		return fmt.Errorf("defragment endpoint %s: %w", endpoint, err)
+	}
+	return nil
 }
 
 func (c *client) Close() error {

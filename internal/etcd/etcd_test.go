@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
 	"github.com/etcd-operator/etcd-operator/internal/etcd"
 )
 
@@ -240,13 +244,91 @@ type cluster struct {
 	bin     string
 	token   string
 	members []*process
+	// args are extra flags of every member.
+	args []string
+}
+
+// TestNoSpaceRecovery fills a member's quota until etcd raises NOSPACE and
+// refuses writes, then recovers as the health reconciler does: compact,
+// defragment, disarm. Writes succeed again and the live keys are kept.
+func TestNoSpaceRecovery(t *testing.T) {
+	t.Parallel()
+	for _, version := range versions {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			tc := startCluster(t, version, 1, "--quota-backend-bytes=2097152")
+			cli := tc.client(t)
+			raw, err := clientv3.New(clientv3.Config{Endpoints: []string{tc.members[0].clientURL}, DialTimeout: callTimeout, Logger: zap.NewNop()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = raw.Close() })
+			if _, err := raw.Put(ctx, "/kept", "yes"); err != nil {
+				t.Fatal(err)
+			}
+			value := strings.Repeat("x", 64<<10)
+			var full error
+			for i := 0; i < 200 && full == nil; i++ {
+				// Overwriting one key keeps its old revisions until compaction.
+				_, full = raw.Put(ctx, "/filler", value+fmt.Sprint(i))
+			}
+			if !errors.Is(full, rpctypes.ErrNoSpace) {
+				t.Fatalf("writing past the quota: %v, want %v", full, rpctypes.ErrNoSpace)
+			}
+			alarms, err := cli.Alarms(ctx)
+			if err != nil || len(alarms) != 1 || alarms[0].Type != etcd.AlarmNoSpace {
+				t.Fatalf("Alarms() = %v, %v; want one NOSPACE", alarms, err)
+			}
+			before, err := cli.Status(ctx, tc.members[0].clientURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			if _, err := cli.Compact(ctx); err != nil {
+				t.Fatal(err)
+			}
+			compacted, err := cli.Status(ctx, tc.members[0].clientURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("after compaction: database %d bytes, %d in use", compacted.DBSize, compacted.DBSizeInUse)
+			if compacted.DBSizeInUse >= before.DBSizeInUse/2 {
+				t.Errorf("compaction left %d bytes in use of %d", compacted.DBSizeInUse, before.DBSizeInUse)
+			}
+			if err := cli.Defragment(ctx, tc.members[0].clientURL); err != nil {
+				t.Fatal(err)
+			}
+			if err := cli.DisarmAlarm(ctx, alarms[0]); err != nil {
+				t.Fatal(err)
+			}
+
+			after, err := cli.Status(ctx, tc.members[0].clientURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("database %d bytes (%d in use) before, %d bytes (%d in use) after", before.DBSize, before.DBSizeInUse, after.DBSize, after.DBSizeInUse)
+			if after.DBSize >= before.DBSize {
+				t.Errorf("defragmentation left the database at %d bytes, it was %d", after.DBSize, before.DBSize)
+			}
+			if alarms, err := cli.Alarms(ctx); err != nil || len(alarms) != 0 {
+				t.Errorf("Alarms() = %v, %v after disarming", alarms, err)
+			}
+			if _, err := raw.Put(ctx, "/after", "yes"); err != nil {
+				t.Errorf("writing after the recovery: %v", err)
+			}
+			if resp, err := raw.Get(ctx, "/kept"); err != nil || len(resp.Kvs) != 1 {
+				t.Errorf("the key written before is gone: %v %v", resp, err)
+			}
+		})
+	}
 }
 
 // startCluster starts n members of a new cluster and waits until each of
 // them knows the leader.
-func startCluster(t *testing.T, version string, n int) *cluster {
+func startCluster(t *testing.T, version string, n int, args ...string) *cluster {
 	t.Helper()
-	tc := &cluster{bin: etcdBinary(t, version), token: strings.ReplaceAll(t.Name(), "/", "-")}
+	tc := &cluster{bin: etcdBinary(t, version), token: strings.ReplaceAll(t.Name(), "/", "-"), args: args}
 	type urls struct{ name, peer, client string }
 	var all []urls
 	var initial []string
@@ -284,21 +366,21 @@ func (tc *cluster) start(t *testing.T, name, peerURL, clientURL, state, initialC
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(tc.bin,
-		"--name="+name,
-		"--data-dir="+filepath.Join(dir, "data"),
-		"--listen-peer-urls="+peerURL,
-		"--initial-advertise-peer-urls="+peerURL,
-		"--listen-client-urls="+clientURL,
-		"--advertise-client-urls="+clientURL,
-		"--initial-cluster="+initialCluster,
-		"--initial-cluster-state="+state,
-		"--initial-cluster-token="+tc.token,
+	p.cmd = exec.Command(tc.bin, append([]string{
+		"--name=" + name,
+		"--data-dir=" + filepath.Join(dir, "data"),
+		"--listen-peer-urls=" + peerURL,
+		"--initial-advertise-peer-urls=" + peerURL,
+		"--listen-client-urls=" + clientURL,
+		"--advertise-client-urls=" + clientURL,
+		"--initial-cluster=" + initialCluster,
+		"--initial-cluster-state=" + state,
+		"--initial-cluster-token=" + tc.token,
 		// Faster elections than the 100ms/1s defaults, slow enough for a
 		// busy 2-core machine.
 		"--heartbeat-interval=50",
 		"--election-timeout=500",
-	)
+	}, tc.args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start etcd %s: %v", name, err)

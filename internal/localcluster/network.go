@@ -8,11 +8,17 @@ import (
 	"strings"
 )
 
+// bridgeMAC is the bridge's own, fixed MAC address. Without it a bridge
+// takes the lowest MAC of its ports, and changes it when that pod goes:
+// every other pod then sends to the gateway's old MAC until its ARP entry
+// expires, a minute of silence to the API server and the ClusterIPs.
+const bridgeMAC = "02:00:0a:d5:00:01"
+
 // setupHostNetwork creates the bridge the pods attach to, with the gateway
 // address; the ClusterIPs are added to it as they appear.
 func setupHostNetwork(ctx context.Context) error {
 	steps := [][]string{
-		{"link", "add", BridgeName, "type", "bridge"},
+		{"link", "add", BridgeName, "address", bridgeMAC, "type", "bridge"},
 		{"addr", "add", GatewayIP + "/16", "dev", BridgeName},
 		{"link", "set", BridgeName, "up"},
 	}

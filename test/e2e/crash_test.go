@@ -3,14 +3,18 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/crashpoint"
 	"github.com/etcd-operator/etcd-operator/internal/localcluster"
 	"github.com/etcd-operator/etcd-operator/test/support"
 )
@@ -79,4 +83,113 @@ func TestOperatorKilledMidChange(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// operatorDeployment is the operator as config/ installs it.
+var operatorDeployment = client.ObjectKey{Namespace: "etcd-operator-system", Name: "etcd-operator-controller-manager"}
+
+// armCrashPoints restarts the operator with crash points armed at steps,
+// each firing once per Pod (they remember in an emptyDir), and disarms
+// them when the test ends. It returns the armed operator's Pod.
+func armCrashPoints(ctx context.Context, t *testing.T, steps []string) *corev1.Pod {
+	t.Helper()
+	const volume = "crashpoints"
+	setCrashPoints := func(arm bool) {
+		t.Helper()
+		d := &appsv1.Deployment{}
+		if err := k8sClient.Get(ctx, operatorDeployment, d); err != nil {
+			t.Fatal(err)
+		}
+		spec := &d.Spec.Template.Spec
+		ctr := &spec.Containers[0]
+		ctr.Env = slices.DeleteFunc(ctr.Env, func(e corev1.EnvVar) bool { return e.Name == crashpoint.EnvSteps || e.Name == crashpoint.EnvDir })
+		ctr.VolumeMounts = slices.DeleteFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == volume })
+		spec.Volumes = slices.DeleteFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == volume })
+		if arm {
+			ctr.Env = append(ctr.Env, corev1.EnvVar{Name: crashpoint.EnvSteps, Value: strings.Join(steps, ",")}, corev1.EnvVar{Name: crashpoint.EnvDir, Value: "/crashpoints"})
+			ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: volume, MountPath: "/crashpoints"})
+			spec.Volumes = append(spec.Volumes, corev1.Volume{Name: volume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		}
+		if err := k8sClient.Update(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setCrashPoints(true)
+	t.Cleanup(func() {
+		setCrashPoints(false)
+		awaitOperatorRollout(context.Background(), t, false)
+	})
+	return awaitOperatorRollout(ctx, t, true)
+}
+
+// awaitOperatorRollout waits until the operator's Deployment runs one Pod
+// of its current template, armed or not, and returns it.
+func awaitOperatorRollout(ctx context.Context, t *testing.T, armed bool) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	support.Eventually(t, 2*time.Minute, "the operator to roll out", func() error {
+		pods := &corev1.PodList{}
+		if err := k8sClient.List(ctx, pods, client.InNamespace(operatorDeployment.Namespace), client.MatchingLabels{"control-plane": "controller-manager"}); err != nil {
+			return err
+		}
+		if len(pods.Items) != 1 {
+			return fmt.Errorf("%d operator Pods", len(pods.Items))
+		}
+		p := &pods.Items[0]
+		hasEnv := slices.ContainsFunc(p.Spec.Containers[0].Env, func(e corev1.EnvVar) bool { return e.Name == crashpoint.EnvSteps })
+		if hasEnv != armed || !podReady(p) {
+			return fmt.Errorf("operator Pod %s armed=%v ready=%v", p.Name, hasEnv, podReady(p))
+		}
+		pod = p
+		return nil
+	})
+	return pod
+}
+
+// TestOperatorCrashesAtEachStep crashes the operator right after each
+// membership step — after adding a learner (before its Pod exists), after
+// creating its Pod, after promoting it, after moving leadership, after
+// removing a member (before its Pod is deleted), after deleting a Pod —
+// while a cluster scales 1 -> 3 -> 1 and a writer writes. Each restart
+// re-derives the next step and the cluster converges with every
+// acknowledged write.
+func TestOperatorCrashesAtEachStep(t *testing.T) {
+	ctx := context.Background()
+	steps := []string{"AddLearner", "CreatePod", "Promote", "MoveLeader", "RemoveMember", "DeletePod"}
+	operator := armCrashPoints(ctx, t, steps)
+
+	ns := newNamespace(ctx, t)
+	cluster := &etcdv1alpha1.EtcdCluster{}
+	cluster.Namespace, cluster.Name = ns, "crashing"
+	cluster.Spec.Replicas = ptr.To[int32](1)
+	if err := k8sClient.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(cluster)
+	awaitReady(ctx, t, key, 1)
+	cli := etcdClient(ctx, t, ns, cluster.Name)
+	finish := startWriter(ctx, t, cli)
+	for _, n := range []int32{3, 1} {
+		patch := client.MergeFrom(cluster.DeepCopy())
+		cluster.Spec.Replicas = ptr.To(n)
+		if err := k8sClient.Patch(ctx, cluster, patch); err != nil {
+			t.Fatal(err)
+		}
+		took := awaitReady(ctx, t, key, n)
+		assertMembers(ctx, t, cli, ns, int(n))
+		t.Logf("reached %d members in %s", n, took.Round(time.Second))
+	}
+	finish()
+
+	log := env.ContainerLog(operator.Namespace, operator.Name, "manager")
+	crashed := 0
+	for _, step := range []string{"AddLearner", "CreatePod", "Promote", "RemoveMember", "DeletePod"} {
+		if !strings.Contains(log, "crashpoint: crashing right after step "+step) {
+			t.Errorf("the operator never crashed after %s", step)
+		}
+	}
+	for _, step := range steps {
+		crashed += strings.Count(log, "crashpoint: crashing right after step "+step)
+	}
+	t.Logf("the operator crashed %d times, once after each of %v it reached", crashed, steps)
 }

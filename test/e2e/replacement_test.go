@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
+	"github.com/etcd-operator/etcd-operator/internal/localcluster"
 	"github.com/etcd-operator/etcd-operator/test/support"
 )
 
@@ -40,24 +44,49 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// TestMemberReplacement deletes one member's Pod. With an emptyDir its
-// data is gone: the member is removed and a new one replaces it. With a
-// claim its data survives: the same member comes back. Either way the
-// cluster returns to full strength with its data.
+// comeback is who takes the harmed member's place.
+type comeback int
+
+const (
+	sameMember  comeback = iota // the member itself, with its data
+	freshMember                 // a new member
+	resynced                    // the member itself, re-synced by the leader
+)
+
+// fault is what a replacement test does to its victim member.
+type fault int
+
+const (
+	deletePod         fault = iota // data kept with a claim, gone with an emptyDir
+	deletePodAndClaim              // data gone
+	wipeData                       // data wiped under the running member, which restarts
+	stopNode                       // the member's node stops and does not come back
+)
+
+// TestMemberReplacement harms one member of a 3-member cluster while a
+// writer writes: its Pod deleted (with an emptyDir its data is gone: the
+// member is replaced; with a claim the same member comes back), its claim
+// deleted, its data wiped while it runs (etcd 3.6 restarts it as itself
+// and the leader sends it everything again), its node stopped for good.
+// Each time the cluster returns to full strength by itself with every
+// acknowledged write.
 func TestMemberReplacement(t *testing.T) {
 	claim := &etcdv1alpha1.EmbeddedPersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
 		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("128Mi")}},
 	}}
 	tests := []struct {
-		name        string
-		storage     etcdv1alpha1.StorageSpec
-		sameMember  bool
-		deleteClaim bool
+		name    string
+		storage etcdv1alpha1.StorageSpec
+		fault   fault
+		want    comeback
 	}{
-		{"emptydir", etcdv1alpha1.StorageSpec{}, false, false},
-		{"claim", etcdv1alpha1.StorageSpec{VolumeClaimTemplate: claim}, true, false},
-		{"claim-lost", etcdv1alpha1.StorageSpec{VolumeClaimTemplate: claim}, false, true},
+		{"emptydir", etcdv1alpha1.StorageSpec{}, deletePod, freshMember},
+		{"claim", etcdv1alpha1.StorageSpec{VolumeClaimTemplate: claim}, deletePod, sameMember},
+		{"claim-lost", etcdv1alpha1.StorageSpec{VolumeClaimTemplate: claim}, deletePodAndClaim, freshMember},
+		{"wiped-emptydir", etcdv1alpha1.StorageSpec{}, wipeData, resynced},
+		{"wiped-claim", etcdv1alpha1.StorageSpec{VolumeClaimTemplate: claim}, wipeData, resynced},
+		{"node-lost", etcdv1alpha1.StorageSpec{VolumeClaimTemplate: claim}, stopNode, freshMember},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,7 +94,11 @@ func TestMemberReplacement(t *testing.T) {
 			ns := newNamespace(ctx, t)
 			cluster := &etcdv1alpha1.EtcdCluster{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tt.name},
-				Spec:       etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3), Storage: tt.storage},
+				Spec: etcdv1alpha1.EtcdClusterSpec{
+					Replicas: ptr.To[int32](3), Storage: tt.storage,
+					UnhealthyMemberTimeout: &metav1.Duration{Duration: 15 * time.Second},
+					PodTemplate:            etcdv1alpha1.PodTemplate{Spec: etcdv1alpha1.PodSpec{Affinity: spreadMembers(tt.name)}},
+				},
 			}
 			if err := k8sClient.Create(ctx, cluster); err != nil {
 				t.Fatal(err)
@@ -77,32 +110,21 @@ func TestMemberReplacement(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := memberIDs(ctx, t, cli)
-			victim := tt.name + "-1"
-			if tt.deleteClaim {
-				claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data-" + victim}}
-				if err := k8sClient.Delete(ctx, claim); err != nil {
-					t.Fatal(err)
-				}
-			}
-			old := &corev1.Pod{}
-			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: victim}, old); err != nil {
-				t.Fatal(err)
-			}
+			finish := startWriter(ctx, t, cli)
+			victim := pickVictim(ctx, t, ns, tt.name)
 			start := time.Now()
-			if err := k8sClient.Delete(ctx, old); err != nil {
-				t.Fatal(err)
-			}
-			support.Eventually(t, 3*time.Minute, "the cluster to return to 3 healthy members", func() error {
+			harm(ctx, t, victim, tt.fault)
+			support.Eventually(t, 4*time.Minute, "the cluster to return to 3 healthy members", func() error {
 				ids := memberIDs(ctx, t, cli)
 				if len(ids) != 3 {
 					return fmt.Errorf("members %v", ids)
 				}
-				_, victimBack := ids[victim]
+				_, victimBack := ids[victim.Name]
 				switch {
-				case tt.sameMember && (!victimBack || ids[victim] != before[victim]):
-					return fmt.Errorf("want %s back with ID %x, members %v", victim, before[victim], ids)
-				case !tt.sameMember && victimBack:
-					return fmt.Errorf("want %s replaced, members %v", victim, ids)
+				case tt.want != freshMember && (!victimBack || ids[victim.Name] != before[victim.Name]):
+					return fmt.Errorf("want %s back with ID %x, members %v", victim.Name, before[victim.Name], ids)
+				case tt.want == freshMember && victimBack:
+					return fmt.Errorf("want %s replaced, members %v", victim.Name, ids)
 				}
 				for name := range ids {
 					if name == "" {
@@ -112,18 +134,138 @@ func TestMemberReplacement(t *testing.T) {
 					if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
 						return err
 					}
-					if pod.UID == old.UID || !podReady(pod) {
-						return fmt.Errorf("the Pod of %s is the deleted one or not Ready yet", name)
+					if tt.want != resynced && pod.UID == victim.UID {
+						return fmt.Errorf("the harmed Pod of %s is still there", name)
+					}
+					if !podReady(pod) {
+						return fmt.Errorf("the Pod of %s is not Ready yet", name)
 					}
 				}
 				return nil
 			})
 			awaitReady(ctx, t, key, 3)
-			t.Logf("full strength %s after deleting %s", time.Since(start).Round(time.Second), victim)
+			t.Logf("full strength %s after harming %s", time.Since(start).Round(time.Second), victim.Name)
+			if tt.want == resynced {
+				assertServesLocally(ctx, t, victim, "/e2e/kept")
+			}
+			finish()
 			resp, err := cli.Get(ctx, "/e2e/kept")
 			if err != nil || len(resp.Kvs) != 1 {
 				t.Fatalf("the data written before is gone: %v %v", resp, err)
 			}
 		})
+	}
+}
+
+// spreadMembers asks the scheduler to put the members of a cluster on
+// different nodes, so that losing one node costs one member.
+func spreadMembers(cluster string) *corev1.Affinity {
+	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+			Weight: 100,
+			PodAffinityTerm: corev1.PodAffinityTerm{
+				TopologyKey:   corev1.LabelHostname,
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{etcdv1alpha1.LabelCluster: cluster}},
+			},
+		}},
+	}}
+}
+
+// pickVictim picks a member Pod that shares its node with neither another
+// member nor the operator, so that stopping its node harms only it.
+func pickVictim(ctx context.Context, t *testing.T, ns, cluster string) *corev1.Pod {
+	t.Helper()
+	busy := map[string]int{}
+	operators := &corev1.PodList{}
+	if err := k8sClient.List(ctx, operators, client.InNamespace("etcd-operator-system")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range operators.Items {
+		busy[p.Spec.NodeName] += 10
+	}
+	members := &corev1.PodList{}
+	if err := k8sClient.List(ctx, members, client.InNamespace(ns), client.MatchingLabels{etcdv1alpha1.LabelCluster: cluster}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range members.Items {
+		busy[p.Spec.NodeName]++
+	}
+	for _, p := range members.Items {
+		if busy[p.Spec.NodeName] == 1 {
+			return &p
+		}
+	}
+	t.Fatalf("no member has a node of its own: %v", busy)
+	return nil
+}
+
+// harm does f to the member Pod victim.
+func harm(ctx context.Context, t *testing.T, victim *corev1.Pod, f fault) {
+	t.Helper()
+	inject := func(fault localcluster.Fault) {
+		t.Helper()
+		if err := env.Faults.Inject(ctx, fault); err != nil {
+			t.Fatalf("%s: %v", fault.Action, err)
+		}
+	}
+	switch f {
+	case deletePodAndClaim:
+		claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: victim.Namespace, Name: "data-" + victim.Name}}
+		if err := k8sClient.Delete(ctx, claim); err != nil {
+			t.Fatal(err)
+		}
+		fallthrough
+	case deletePod:
+		if err := k8sClient.Delete(ctx, victim); err != nil {
+			t.Fatal(err)
+		}
+	case wipeData:
+		inject(localcluster.Fault{Action: localcluster.FaultWipe, Namespace: victim.Namespace, Pod: victim.Name, Volume: builder.DataVolumeName})
+		inject(localcluster.Fault{Action: localcluster.FaultKill, Namespace: victim.Namespace, Pod: victim.Name, Container: builder.EtcdContainerName})
+	case stopNode:
+		node := victim.Spec.NodeName
+		inject(localcluster.Fault{Action: localcluster.FaultStopNode, Node: node})
+		t.Cleanup(func() {
+			if err := env.Faults.Inject(context.Background(), localcluster.Fault{Action: localcluster.FaultStartNode, Node: node}); err != nil {
+				t.Errorf("starting node %s again: %v", node, err)
+			}
+			awaitNodeReady(t, node)
+		})
+	}
+}
+
+// awaitNodeReady waits until a node reports Ready.
+func awaitNodeReady(t *testing.T, name string) {
+	t.Helper()
+	support.Eventually(t, 2*time.Minute, "node "+name+" to be Ready", func() error {
+		node := &corev1.Node{}
+		if err := k8sClient.Get(context.Background(), client.ObjectKey{Name: name}, node); err != nil {
+			return err
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %v", node.Status.Conditions)
+	})
+}
+
+// assertServesLocally checks that a member holds key itself: a
+// serializable read, answered from its own store, on its Pod's IP.
+func assertServesLocally(ctx context.Context, t *testing.T, member *corev1.Pod, key string) {
+	t.Helper()
+	pod := &corev1.Pod{}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(member), pod); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + net.JoinHostPort(pod.Status.PodIP, "2379")}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	resp, err := cli.Get(ctx, key, clientv3.WithSerializable())
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("member %s does not hold %s itself: %v %v", member.Name, key, resp, err)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -97,43 +95,6 @@ func assertMembers(ctx context.Context, t *testing.T, cli *clientv3.Client, ns s
 	})
 }
 
-// writer writes numbered keys through the client Service until stopped,
-// remembering which writes etcd acknowledged and the longest run of
-// failures.
-type writer struct {
-	cli     *clientv3.Client
-	mu      sync.Mutex
-	acked   []string
-	errs    int
-	longest time.Duration
-}
-
-func (w *writer) run(ctx context.Context) {
-	var failingSince time.Time
-	for i := 0; ctx.Err() == nil; i++ {
-		key := fmt.Sprintf("/e2e/write/%06d", i)
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := w.cli.Put(cctx, key, "v")
-		cancel()
-		w.mu.Lock()
-		switch {
-		case err == nil:
-			w.acked = append(w.acked, key)
-			if !failingSince.IsZero() {
-				w.longest = max(w.longest, time.Since(failingSince))
-				failingSince = time.Time{}
-			}
-		case ctx.Err() == nil:
-			w.errs++
-			if failingSince.IsZero() {
-				failingSince = time.Now()
-			}
-		}
-		w.mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestBootstrapAndScale bootstraps one member, then scales 1 -> 3 -> 5 ->
 // 3 -> 1 -> 3 while a writer writes through the client Service, checking
 // etcd's member list after each step and, at the end, that every
@@ -153,10 +114,7 @@ func TestBootstrapAndScale(t *testing.T) {
 	cli := etcdClient(ctx, t, ns, "scaled")
 	assertMembers(ctx, t, cli, ns, 1)
 
-	w := &writer{cli: cli}
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { w.run(wctx); close(done) }()
+	finish := startWriter(ctx, t, cli)
 
 	for _, n := range []int32{3, 5, 3, 1, 3} {
 		patch := client.MergeFrom(cluster.DeepCopy())
@@ -168,29 +126,5 @@ func TestBootstrapAndScale(t *testing.T) {
 		assertMembers(ctx, t, cli, ns, int(n))
 		t.Logf("scaled to %d in %s", n, took.Round(time.Second))
 	}
-	stop()
-	<-done
-
-	resp, err := cli.Get(ctx, "/e2e/write/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored := map[string]bool{}
-	for _, kv := range resp.Kvs {
-		stored[string(kv.Key)] = true
-	}
-	var lost []string
-	for _, k := range w.acked {
-		if !stored[k] {
-			lost = append(lost, k)
-		}
-	}
-	slices.Sort(lost)
-	t.Logf("writer: %d writes acknowledged, %d failed, longest error window %s", len(w.acked), w.errs, w.longest.Round(time.Millisecond))
-	if len(lost) > 0 {
-		t.Fatalf("%d acknowledged writes are lost: %v", len(lost), lost[:min(len(lost), 10)])
-	}
-	if len(w.acked) == 0 {
-		t.Fatal("the writer never succeeded")
-	}
+	finish()
 }

@@ -3,6 +3,7 @@ package localcluster_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/etcd-operator/etcd-operator/internal/localcluster"
 )
 
 // etcdPod is a single-member etcd, a real server to reach over the network.
@@ -201,4 +204,37 @@ echo "configmaps=$(get configmaps) secrets=$(get secrets)"`)
 		}
 		return nil
 	})
+}
+
+// TestBridgeKeepsItsAddress creates and deletes pods and checks that the
+// bridge, every pod's gateway, keeps its MAC address: if it changed with
+// its ports, the other pods would send to a stale MAC until their ARP
+// entries expire, losing the API server and every ClusterIP for a minute.
+func TestBridgeKeepsItsAddress(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	mac := func() string {
+		t.Helper()
+		b, err := os.ReadFile("/sys/class/net/" + localcluster.BridgeName + "/address")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	before := mac()
+	for i := range 4 {
+		p := createPod(ctx, t, ns, busybox(fmt.Sprintf("churn-%d", i), "sleep 600"), false)
+		if err := client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, time.Minute, "pod "+p.Name+" to be gone", func() error {
+			if _, err := client.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{}); err == nil {
+				return fmt.Errorf("still there")
+			}
+			return nil
+		})
+		if after := mac(); after != before {
+			t.Fatalf("the bridge's MAC changed from %s to %s as pods came and went", before, after)
+		}
+	}
 }

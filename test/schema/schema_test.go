@@ -171,6 +171,10 @@ var invalidObjects = []invalid{
 	{"negative replicas", `replicas: -1`, "spec.replicas must be at least 1"},
 	{"too many replicas", `replicas: 11`, "spec.replicas in body should be less than or equal to 9"},
 
+	// unhealthyMemberTimeout
+	{"too short an unhealthy member timeout", `unhealthyMemberTimeout: 5s`, "spec.unhealthyMemberTimeout must be at least 10s"},
+	{"an unhealthy member timeout that is no duration", `unhealthyMemberTimeout: soon`, "spec.unhealthyMemberTimeout: Invalid value: \"soon\": spec.unhealthyMemberTimeout in body should match"},
+
 	// options
 	{"option with leading dashes", "options: {--election-timeout: '1000'}", "spec.options: Invalid value: spec.options keys are etcd flag names: write them in lower case without the leading dashes, for example election-timeout"},
 	{"option in upper case", "options: {Election-Timeout: '1000'}", "spec.options keys are etcd flag names"},

@@ -36,6 +36,9 @@ const (
 	MoveLeader Method = "MoveLeader"
 	Health     Method = "Health"
 	Alarms     Method = "Alarms"
+	Disarm     Method = "DisarmAlarm"
+	Compact    Method = "Compact"
+	Defragment Method = "Defragment"
 	Close      Method = "Close"
 )
 
@@ -46,8 +49,10 @@ type Call struct {
 	ID uint64
 	// PeerURLs is the argument of AddLearner and AddVoter.
 	PeerURLs []string
-	// Endpoint is the argument of Status and Health.
+	// Endpoint is the argument of Status, Health and Defragment.
 	Endpoint string
+	// Alarm is the argument of DisarmAlarm.
+	Alarm etcd.Alarm
 }
 
 // DefaultClusterID and DefaultVersion are what a new fake reports.
@@ -428,6 +433,42 @@ func (c *Client) Alarms(ctx context.Context) ([]etcd.Alarm, error) {
 		return nil, err
 	}
 	return slices.Clone(c.alarms), nil
+}
+
+// DisarmAlarm implements etcd.Client: the alarm is gone.
+func (c *Client) DisarmAlarm(ctx context.Context, a etcd.Alarm) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.begin(ctx, Call{Method: Disarm, Alarm: a}); err != nil {
+		return err
+	}
+	c.alarms = slices.DeleteFunc(c.alarms, func(b etcd.Alarm) bool { return b == a })
+	return nil
+}
+
+// Compact implements etcd.Client: it records the call and returns revision 1.
+func (c *Client) Compact(ctx context.Context) (int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.begin(ctx, Call{Method: Compact}); err != nil {
+		return 0, err
+	}
+	return 1, nil
+}
+
+// Defragment implements etcd.Client: the endpoint's status, when set with
+// WithStatus, has no free space left.
+func (c *Client) Defragment(ctx context.Context, endpoint string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.begin(ctx, Call{Method: Defragment, Endpoint: endpoint}); err != nil {
+		return err
+	}
+	if s, ok := c.statuses[endpoint]; ok {
+		s.DBSize = s.DBSizeInUse
+		c.statuses[endpoint] = s
+	}
+	return nil
 }
 
 // Close implements etcd.Client.

@@ -1,0 +1,377 @@
+package controllers
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
+	"github.com/etcd-operator/etcd-operator/internal/etcd"
+)
+
+// Reasons of the health conditions.
+const (
+	reasonQuorumHealthy     = "QuorumHealthy"
+	reasonQuorumLost        = "QuorumLost"
+	reasonUnreachable       = "Unreachable"
+	reasonAllMembersHealthy = "AllMembersHealthy"
+	reasonMembersUnhealthy  = "MembersUnhealthy"
+	reasonNoAlarms          = "NoAlarms"
+	reasonAlarmsUnknown     = "AlarmsUnknown"
+	reasonIdle              = "Idle"
+	reasonDisabled          = "Disabled"
+)
+
+// healthReport is what the health reconciler publishes about a cluster.
+type healthReport struct {
+	members    []etcdv1alpha1.MemberStatus
+	conditions []metav1.Condition
+	// quorum tells whether a quorum of voters answered.
+	quorum bool
+}
+
+// assess turns a probe into the members' status and the health
+// conditions. Members that did not answer say why; when no member answers
+// at all, the report says so and lists no member as healthy.
+func assess(c *etcdv1alpha1.EtcdCluster, p probe, now time.Time) healthReport {
+	probed := metav1.NewTime(now)
+	statusOf := map[uint64]etcd.Status{}
+	for _, st := range p.statuses {
+		statusOf[st.MemberID] = st
+	}
+	alarmsOf := map[uint64][]string{}
+	for _, a := range p.alarms {
+		alarmsOf[a.MemberID] = append(alarmsOf[a.MemberID], a.Type)
+	}
+	var r healthReport
+	var sick []string
+	voters, healthyVoters := 0, 0
+	for _, m := range p.members {
+		name := memberName(c, m)
+		st, answered := statusOf[m.ID]
+		err, checked := p.health[m.ID]
+		healthy := checked && err == nil
+		ms := etcdv1alpha1.MemberStatus{
+			Name: name, ID: etcd.FormatID(m.ID), Role: role(m, p.leader), Healthy: healthy,
+			PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, LastProbeTime: &probed,
+		}
+		if answered {
+			ms.Version, ms.DBSize, ms.DBSizeInUse, ms.RaftTerm, ms.RaftIndex = st.Version, st.DBSize, st.DBSizeInUse, st.RaftTerm, st.RaftIndex
+		}
+		if as := alarmsOf[m.ID]; len(as) > 0 {
+			ms.Alarms = slices.Sorted(slices.Values(as))
+		}
+		switch {
+		case !checked:
+			ms.LastError = "the member has not started yet"
+		case err != nil:
+			ms.LastError = err.Error()
+		}
+		if !m.IsLearner {
+			voters++
+			if healthy {
+				healthyVoters++
+			}
+		}
+		if !healthy && m.Name != "" {
+			sick = append(sick, name+": "+ms.LastError)
+		}
+		r.members = append(r.members, ms)
+	}
+	slices.SortFunc(r.members, func(a, b etcdv1alpha1.MemberStatus) int { return strings.Compare(a.Name, b.Name) })
+
+	cond := func(t string, ok bool, reason, msg string) metav1.Condition {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: c.Generation}
+	}
+	if p.members == nil {
+		msg := fmt.Sprintf("No member answers: %v", p.err)
+		// The members stay listed, as unreachable: nothing of the last good
+		// probe is kept but who they are.
+		for _, was := range c.Status.Members {
+			r.members = append(r.members, etcdv1alpha1.MemberStatus{
+				Name: was.Name, ID: was.ID, PeerURLs: was.PeerURLs, ClientURLs: was.ClientURLs,
+				LastError: msg, LastProbeTime: &probed,
+			})
+		}
+		r.conditions = []metav1.Condition{
+			cond(etcdv1alpha1.ConditionQuorumAvailable, false, reasonUnreachable, msg),
+			cond(etcdv1alpha1.ConditionDegraded, true, reasonUnreachable, msg),
+			{Type: etcdv1alpha1.ConditionAlarm, Status: metav1.ConditionUnknown, Reason: reasonUnreachable, Message: msg, ObservedGeneration: c.Generation},
+		}
+		return r
+	}
+	r.quorum = healthyVoters >= int(etcdv1alpha1.Quorum(int32(voters)))
+	quorumMsg := fmt.Sprintf("%d of %d voting members answer linearizable reads; %d needed", healthyVoters, voters, etcdv1alpha1.Quorum(int32(voters)))
+	if r.quorum {
+		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionQuorumAvailable, true, reasonQuorumHealthy, quorumMsg))
+	} else {
+		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionQuorumAvailable, false, reasonQuorumLost, quorumMsg))
+	}
+	switch ids := foreignEndpoints(p); {
+	case len(ids) > 0:
+		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionDegraded, true, reasonClusterIDMismatch, "Members answer for different etcd clusters: "+strings.Join(ids, "; ")))
+	case len(sick) > 0:
+		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionDegraded, true, reasonMembersUnhealthy, "Unhealthy: "+strings.Join(sick, "; ")))
+	default:
+		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionDegraded, false, reasonAllMembersHealthy, fmt.Sprintf("All %d members answer", len(p.members))))
+	}
+	r.conditions = append(r.conditions, alarmCondition(c, p))
+	return r
+}
+
+func role(m etcd.Member, leader uint64) etcdv1alpha1.MemberRole {
+	switch {
+	case m.IsLearner:
+		return etcdv1alpha1.MemberRoleLearner
+	case m.ID == leader:
+		return etcdv1alpha1.MemberRoleLeader
+	}
+	return etcdv1alpha1.MemberRoleFollower
+}
+
+// foreignEndpoints lists the endpoints whose cluster ID is not the member
+// list's.
+func foreignEndpoints(p probe) []string {
+	var out []string
+	for _, ep := range slices.Sorted(maps.Keys(p.statuses)) {
+		if id := p.statuses[ep].ClusterID; id != p.clusterID {
+			out = append(out, fmt.Sprintf("%s reports cluster %s, not %s", ep, etcd.FormatID(id), etcd.FormatID(p.clusterID)))
+		}
+	}
+	return out
+}
+
+// alarmCondition reports the active alarms, by member; the reason is the
+// alarm types, such as NOSPACE or CORRUPT_NOSPACE.
+func alarmCondition(c *etcdv1alpha1.EtcdCluster, p probe) metav1.Condition {
+	cond := metav1.Condition{Type: etcdv1alpha1.ConditionAlarm, Status: metav1.ConditionFalse, Reason: reasonNoAlarms, Message: "No member raised an alarm", ObservedGeneration: c.Generation}
+	if p.alarmsErr != nil {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, reasonAlarmsUnknown, "Listing alarms: "+p.alarmsErr.Error()
+		return cond
+	}
+	if len(p.alarms) == 0 {
+		return cond
+	}
+	names := map[uint64]string{}
+	for _, m := range p.members {
+		names[m.ID] = memberName(c, m)
+	}
+	types := map[string]bool{}
+	var raised []string
+	for _, a := range p.alarms {
+		types[a.Type] = true
+		who := names[a.MemberID]
+		if who == "" {
+			who = "member " + etcd.FormatID(a.MemberID)
+		}
+		raised = append(raised, who+" raised "+a.Type)
+	}
+	slices.Sort(raised)
+	cond.Status, cond.Reason = metav1.ConditionTrue, strings.Join(slices.Sorted(maps.Keys(types)), "_")
+	cond.Message = strings.Join(raised, "; ")
+	switch {
+	case types[etcd.AlarmCorrupt]:
+		cond.Message += ". CORRUPT: a member's data differs from the others'; the operator does not disarm it: find the corrupt member (etcdctl check hashkv), replace it, then disarm the alarm"
+	case types[etcd.AlarmNoSpace] && !c.DefragmentationEnabled():
+		cond.Message += ". NOSPACE: the cluster refuses writes; spec.maintenance.defragmentation is off, so compact, defragment and disarm by hand, or raise quota-backend-bytes"
+	case types[etcd.AlarmNoSpace]:
+		cond.Message += ". NOSPACE: the cluster refuses writes until the operator has compacted, defragmented and disarmed"
+	}
+	return cond
+}
+
+// maintenanceKind is the one step of upkeep a pass takes.
+type maintenanceKind string
+
+const (
+	maintNone       maintenanceKind = "None"
+	maintWait       maintenanceKind = "Wait"
+	maintCompact    maintenanceKind = "Compact"
+	maintDefragment maintenanceKind = "Defragment"
+	maintDisarm     maintenanceKind = "Disarm"
+)
+
+// maintenance is the planned step: a kind, the member, its endpoint, the
+// alarm to disarm and why.
+type maintenance struct {
+	kind     maintenanceKind
+	member   string
+	endpoint string
+	alarm    etcd.Alarm
+	reason   string
+}
+
+// defaultQuotaBackendBytes is etcd's own default quota.
+const defaultQuotaBackendBytes = 2 << 30
+
+// quotaBackendBytes is the quota the members run with.
+func quotaBackendBytes(c *etcdv1alpha1.EtcdCluster) int64 {
+	if v, ok := c.Spec.Options["quota-backend-bytes"]; ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+			return n
+		}
+	}
+	return defaultQuotaBackendBytes
+}
+
+// planMaintenance decides the next step of upkeep, re-derived each pass
+// from the members' databases and the alarms, so it resumes after a
+// restart. On NOSPACE: compact while live data seems to fill the quota,
+// defragment every member holding free space, one at a time, followers
+// first and the leader last, then disarm. Without alarms: defragment a
+// member whose free space passes the threshold. Only with every member
+// healthy: a member defragmenting does not serve.
+func planMaintenance(c *etcdv1alpha1.EtcdCluster, p probe) maintenance {
+	if !c.DefragmentationEnabled() {
+		return maintenance{kind: maintNone, reason: "spec.maintenance.defragmentation is off"}
+	}
+	if p.members == nil || p.alarmsErr != nil {
+		return maintenance{kind: maintNone}
+	}
+	var noSpace []etcd.Alarm
+	for _, a := range p.alarms {
+		if a.Type == etcd.AlarmNoSpace {
+			noSpace = append(noSpace, a)
+		}
+	}
+	byID := map[uint64]etcd.Status{}
+	for _, st := range p.statuses {
+		byID[st.MemberID] = st
+	}
+	threshold, minSize, quota := int64(c.FragmentationThresholdPercent()), c.MinDefragmentationSize(), quotaBackendBytes(c)
+	var fragmented []etcd.Member
+	full := ""
+	for _, m := range p.members {
+		st, ok := byID[m.ID]
+		if !ok || st.DBSize == 0 {
+			continue
+		}
+		free := st.DBSize - st.DBSizeInUse
+		if free > 0 && free*100 >= threshold*st.DBSize && (st.DBSize >= minSize || len(noSpace) > 0) {
+			fragmented = append(fragmented, m)
+		}
+		if st.DBSizeInUse*10 >= quota*8 && full == "" {
+			full = memberName(c, m)
+		}
+	}
+	if len(noSpace) == 0 && len(fragmented) == 0 {
+		return maintenance{kind: maintNone}
+	}
+	for _, m := range p.members {
+		if err, probed := p.health[m.ID]; !probed || err != nil {
+			return maintenance{kind: maintWait, member: memberName(c, m), reason: "waiting for every member to be healthy before compacting or defragmenting (" + memberName(c, m) + " is not)"}
+		}
+	}
+	if len(fragmented) > 0 {
+		// Followers first, by name; the leader last.
+		slices.SortFunc(fragmented, func(a, b etcd.Member) int {
+			if (a.ID == p.leader) != (b.ID == p.leader) {
+				if a.ID == p.leader {
+					return 1
+				}
+				return -1
+			}
+			return strings.Compare(memberName(c, a), memberName(c, b))
+		})
+		m := fragmented[0]
+		st := byID[m.ID]
+		return maintenance{kind: maintDefragment, member: memberName(c, m), endpoint: st.Endpoint,
+			reason: fmt.Sprintf("%s: %s of its %s database is free", memberName(c, m), bytes(st.DBSize-st.DBSizeInUse), bytes(st.DBSize))}
+	}
+	if full != "" {
+		return maintenance{kind: maintCompact, member: full,
+			reason: fmt.Sprintf("NOSPACE: live data of %s is at least 80%% of quota-backend-bytes (%s); compacting drops old revisions (if it frees nothing, delete keys or raise quota-backend-bytes)", full, bytes(quota))}
+	}
+	a := noSpace[0]
+	return maintenance{kind: maintDisarm, alarm: a, member: etcd.FormatID(a.MemberID), reason: "NOSPACE: every database has room again"}
+}
+
+// bytes prints a size the way Kubernetes quantities read.
+func bytes(n int64) string {
+	return resource.NewQuantity(n, resource.BinarySI).String()
+}
+
+// maintenanceCondition reports the planned upkeep.
+func maintenanceCondition(c *etcdv1alpha1.EtcdCluster, m maintenance) metav1.Condition {
+	cond := metav1.Condition{Type: etcdv1alpha1.ConditionMaintenance, Status: metav1.ConditionFalse, Reason: reasonIdle,
+		Message: "No database needs compaction or defragmentation", ObservedGeneration: c.Generation}
+	switch {
+	case !c.DefragmentationEnabled():
+		cond.Reason, cond.Message = reasonDisabled, "spec.maintenance.defragmentation is off: the operator neither compacts nor defragments"
+	case m.kind != maintNone:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, string(m.kind), m.reason
+	}
+	return cond
+}
+
+// memberURLs are the client URLs of the Pods, the endpoints to probe.
+func memberURLs(c *etcdv1alpha1.EtcdCluster, pods []string) []string {
+	out := make([]string, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, builder.ClientURL(c, p))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// healthEvent is an event for a change between two probes.
+type healthEvent struct {
+	eventType, reason, message string
+}
+
+// healthEvents compares the members of the last status with those of the
+// new report: a member that became unhealthy or recovered, a new leader,
+// an alarm raised or cleared. Members that came or went are the topology
+// reconciler's events.
+func healthEvents(old, cur []etcdv1alpha1.MemberStatus) []healthEvent {
+	var events []healthEvent
+	before := map[string]etcdv1alpha1.MemberStatus{}
+	oldLeader := ""
+	for _, m := range old {
+		before[m.Name] = m
+		if m.Role == etcdv1alpha1.MemberRoleLeader {
+			oldLeader = m.Name
+		}
+	}
+	newLeader := ""
+	for _, m := range cur {
+		if m.Role == etcdv1alpha1.MemberRoleLeader {
+			newLeader = m.Name
+		}
+		was, ok := before[m.Name]
+		if !ok {
+			continue
+		}
+		switch {
+		case was.Healthy && !m.Healthy:
+			events = append(events, healthEvent{"Warning", "MemberUnhealthy", fmt.Sprintf("Member %s became unhealthy: %s", m.Name, m.LastError)})
+		case !was.Healthy && m.Healthy:
+			events = append(events, healthEvent{"Normal", "MemberRecovered", fmt.Sprintf("Member %s is healthy again", m.Name)})
+		}
+		for _, a := range m.Alarms {
+			if !slices.Contains(was.Alarms, a) {
+				events = append(events, healthEvent{"Warning", "AlarmRaised", fmt.Sprintf("Member %s raised %s", m.Name, a)})
+			}
+		}
+		for _, a := range was.Alarms {
+			if !slices.Contains(m.Alarms, a) {
+				events = append(events, healthEvent{"Normal", "AlarmCleared", fmt.Sprintf("The %s alarm of member %s is cleared", a, m.Name)})
+			}
+		}
+	}
+	if newLeader != "" && oldLeader != "" && newLeader != oldLeader {
+		events = append(events, healthEvent{"Normal", "LeaderChanged", fmt.Sprintf("Leadership moved from %s to %s", oldLeader, newLeader)})
+	}
+	return events
+}

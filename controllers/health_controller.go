@@ -1,0 +1,168 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
+	"github.com/etcd-operator/etcd-operator/internal/etcd"
+)
+
+// HealthFieldManager is the field manager of the health reconciler's
+// status writes: status.members and the QuorumAvailable, Degraded, Alarm
+// and Maintenance conditions.
+const HealthFieldManager = "etcd-operator-health"
+
+// DefaultProbeInterval is how often the health reconciler probes a
+// cluster when nothing else prompts it.
+const DefaultProbeInterval = 10 * time.Second
+
+// defragmentTimeout bounds one member's defragmentation.
+const defragmentTimeout = 2 * time.Minute
+
+// HealthReconciler probes every member of a cluster through the etcd API on
+// a steady interval and when its Pods change, publishes what it finds
+// (status.members, health conditions, metrics, events), and keeps the
+// databases in shape (compaction, defragmentation, NOSPACE). It never
+// changes membership or deletes Pods: the topology reconciler replaces a
+// member that stays unhealthy.
+type HealthReconciler struct {
+	client.Client
+	Recorder recorder.EventRecorder
+	// NewEtcdClient connects to a cluster's members.
+	NewEtcdClient EtcdClientFactory
+	// Interval is how often a cluster is probed; DefaultProbeInterval when 0.
+	Interval time.Duration
+}
+
+// Reconcile probes one cluster, publishes the result and takes at most one
+// step of upkeep.
+func (r *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+	defer func() { countError(req.Namespace, req.Name, "health", err) }()
+	cluster := &etcdv1alpha1.EtcdCluster{}
+	if err := r.Get(ctx, req.NamespacedName, cluster); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			forgetCluster(req.Namespace, req.Name)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !cluster.DeletionTimestamp.IsZero() {
+		forgetCluster(req.Namespace, req.Name)
+		return ctrl.Result{}, nil
+	}
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.InNamespace(cluster.Namespace), client.MatchingLabels(builder.MemberSelectorLabels(cluster))); err != nil {
+		return ctrl.Result{}, err
+	}
+	var names []string
+	for i := range pods.Items {
+		if metav1.IsControlledBy(&pods.Items[i], cluster) {
+			names = append(names, pods.Items[i].Name)
+		}
+	}
+	endpoints := memberURLs(cluster, names)
+	p := probeMembers(ctx, r.NewEtcdClient, endpoints, true)
+	report := assess(cluster, p, time.Now())
+	step := planMaintenance(cluster, p)
+	for _, e := range healthEvents(cluster.Status.Members, report.members) {
+		r.event(cluster, e.eventType, e.reason, "%s", e.message)
+	}
+	recordHealth(cluster.Namespace, cluster.Name, report, p.members != nil)
+	if err := r.applyHealth(ctx, cluster, report, step); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.maintain(ctx, cluster, endpoints, step); err != nil {
+		return ctrl.Result{}, err
+	}
+	interval := r.Interval
+	if interval == 0 {
+		interval = DefaultProbeInterval
+	}
+	if step.kind == maintCompact || step.kind == maintDefragment || step.kind == maintDisarm {
+		interval = time.Second
+	}
+	return ctrl.Result{RequeueAfter: interval}, nil
+}
+
+// applyHealth writes status.members and the health conditions.
+func (r *HealthReconciler) applyHealth(ctx context.Context, c *etcdv1alpha1.EtcdCluster, report healthReport, step maintenance) error {
+	members := make([]any, 0, len(report.members))
+	for i := range report.members {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&report.members[i])
+		if err != nil {
+			return fmt.Errorf("converting member status: %w", err)
+		}
+		members = append(members, u)
+	}
+	patch := statusPatch{conditions: append(report.conditions, maintenanceCondition(c, step)), fields: map[string]any{"members": members}}
+	return applyStatus(ctx, r.Client, c, HealthFieldManager, patch)
+}
+
+// maintain carries out one step of upkeep.
+func (r *HealthReconciler) maintain(ctx context.Context, c *etcdv1alpha1.EtcdCluster, endpoints []string, m maintenance) error {
+	if m.kind != maintCompact && m.kind != maintDefragment && m.kind != maintDisarm {
+		return nil
+	}
+	ec, err := r.NewEtcdClient(endpoints)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = ec.Close() }()
+	logger := log.FromContext(ctx).WithValues("step", m.kind, "member", m.member)
+	switch m.kind {
+	case maintCompact:
+		rev, err := ec.Compact(ctx)
+		if err != nil {
+			return err
+		}
+		logger.Info("Compacted", "revision", rev)
+		r.event(c, corev1.EventTypeNormal, "Compacted", "Compacted the key space to revision %d (%s)", rev, m.reason)
+	case maintDefragment:
+		dctx, cancel := context.WithTimeout(ctx, defragmentTimeout)
+		defer cancel()
+		start := time.Now()
+		if err := ec.Defragment(dctx, m.endpoint); err != nil {
+			r.event(c, corev1.EventTypeWarning, "DefragmentationFailed", "Defragmenting %s: %v", m.member, err)
+			return err
+		}
+		logger.Info("Defragmented", "took", time.Since(start))
+		r.event(c, corev1.EventTypeNormal, "Defragmented", "Defragmented %s in %s (%s)", m.member, time.Since(start).Round(time.Millisecond), m.reason)
+	case maintDisarm:
+		if err := ec.DisarmAlarm(ctx, m.alarm); err != nil {
+			return err
+		}
+		logger.Info("Disarmed alarm", "alarm", m.alarm.Type)
+		r.event(c, corev1.EventTypeNormal, "AlarmDisarmed", "Disarmed %s of member %s: %s", m.alarm.Type, etcd.FormatID(m.alarm.MemberID), m.reason)
+	}
+	return nil
+}
+
+func (r *HealthReconciler) event(c *etcdv1alpha1.EtcdCluster, eventType, reason, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(c, nil, eventType, reason, "Probe", format, args...)
+	}
+}
+
+// SetupWithManager registers the reconciler with mgr. Clusters are probed
+// concurrently, so a slow one does not delay the others.
+func (r *HealthReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&etcdv1alpha1.EtcdCluster{}, ctrlbuilder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&corev1.Pod{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Named("etcdcluster-health").
+		Complete(r)
+}

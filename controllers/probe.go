@@ -1,0 +1,133 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/etcd-operator/etcd-operator/internal/etcd"
+)
+
+// probe is one look at a cluster's members through etcd, shared by the
+// topology and health reconcilers.
+type probe struct {
+	// statuses are the answers of the endpoints that answered, and errs
+	// why the others did not, by endpoint.
+	statuses map[string]etcd.Status
+	errs     map[string]error
+	// members is etcd's member list; nil when no member answered, and err
+	// then says why.
+	members []etcd.Member
+	err     error
+	// clusterID is the cluster ID the member list came with.
+	clusterID uint64
+	// leader is the leader's ID as the members see it, 0 when unknown;
+	// version is the leader's etcd version (or any member's).
+	leader  uint64
+	version string
+	// health is the result of a linearizable read (serializable for a
+	// learner) on each member, by ID: nil when it answered.
+	health map[uint64]error
+	// alarms are the active alarms, when asked for; alarmsErr is why they
+	// are unknown.
+	alarms    []etcd.Alarm
+	alarmsErr error
+}
+
+// healthyVoters tells which voters answered a linearizable read.
+func (p probe) healthyVoters() map[uint64]bool {
+	healthy := map[uint64]bool{}
+	for _, m := range p.members {
+		if !m.IsLearner {
+			err, probed := p.health[m.ID]
+			healthy[m.ID] = probed && err == nil
+		}
+	}
+	return healthy
+}
+
+// probeMembers asks every endpoint for its status, alone and in parallel,
+// then asks those that answered for the member list (so a paused member
+// cannot stall the pass), then every member for a linearizable read, in
+// parallel, and, when withAlarms, the cluster for its alarms. Every call
+// is bounded by the client's call timeout.
+func probeMembers(ctx context.Context, newClient EtcdClientFactory, endpoints []string, withAlarms bool) probe {
+	p := probe{statuses: map[string]etcd.Status{}, errs: map[string]error{}, health: map[uint64]error{}}
+	if len(endpoints) == 0 {
+		p.err = errors.New("no member Pods")
+		return p
+	}
+	ec, err := newClient(endpoints)
+	if err != nil {
+		p.err = err
+		return p
+	}
+	defer func() { _ = ec.Close() }()
+
+	var mu sync.Mutex
+	parallel(endpoints, func(ep string) {
+		st, err := ec.Status(ctx, ep)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			p.errs[ep] = err
+			return
+		}
+		st.Endpoint = ep
+		p.statuses[ep] = st
+	})
+	answering := slices.Sorted(maps.Keys(p.statuses))
+	if len(answering) == 0 {
+		p.err = fmt.Errorf("no member answers: %w", errors.Join(mapValues(p.errs)...))
+		return p
+	}
+	for _, ep := range answering {
+		st := p.statuses[ep]
+		if st.MemberID == st.Leader || p.leader == 0 {
+			p.leader, p.version = st.Leader, st.Version
+		}
+	}
+	lc, err := newClient(answering)
+	if err != nil {
+		p.err = err
+		return p
+	}
+	defer func() { _ = lc.Close() }()
+	if p.clusterID, p.members, p.err = lc.MemberList(ctx); p.err != nil {
+		p.members = nil
+		return p
+	}
+	parallel(p.members, func(m etcd.Member) {
+		if len(m.ClientURLs) == 0 {
+			return // a learner that has not started
+		}
+		err := ec.Health(ctx, m.ClientURLs[0])
+		mu.Lock()
+		p.health[m.ID] = err
+		mu.Unlock()
+	})
+	if withAlarms {
+		p.alarms, p.alarmsErr = lc.Alarms(ctx)
+	}
+	return p
+}
+
+// parallel calls f on every item at once and waits for all.
+func parallel[T any](items []T, f func(T)) {
+	var wg sync.WaitGroup
+	for _, it := range items {
+		wg.Go(func() { f(it) })
+	}
+	wg.Wait()
+}
+
+func mapValues(m map[string]error) []error {
+	out := make([]error, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, m[k])
+	}
+	return out
+}

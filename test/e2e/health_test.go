@@ -1,0 +1,343 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/localcluster"
+	"github.com/etcd-operator/etcd-operator/test/support"
+)
+
+// newHealthCluster creates a 3-member cluster that the operator will not
+// replace members of during the test, and waits until it is Ready.
+func newHealthCluster(ctx context.Context, t *testing.T, name string, options map[string]string) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	ns := newNamespace(ctx, t)
+	cluster := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: etcdv1alpha1.EtcdClusterSpec{
+			Replicas: ptr.To[int32](3), Options: options,
+			UnhealthyMemberTimeout: &metav1.Duration{Duration: time.Hour},
+		},
+	}
+	if err := k8sClient.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	awaitReady(ctx, t, client.ObjectKeyFromObject(cluster), 3)
+	return cluster
+}
+
+// awaitCondition waits until the cluster's condition has status and its
+// message says every one of says, and returns how long it took.
+func awaitCondition(ctx context.Context, t *testing.T, key client.ObjectKey, timeout time.Duration, typ string, status metav1.ConditionStatus, says ...string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	support.Eventually(t, timeout, fmt.Sprintf("%s=%s on %s saying %q", typ, status, key.Name, says), func() error {
+		c := &etcdv1alpha1.EtcdCluster{}
+		if err := k8sClient.Get(ctx, key, c); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(c.Status.Conditions, typ)
+		if cond == nil || cond.Status != status {
+			return fmt.Errorf("%s is %v", typ, cond)
+		}
+		for _, s := range says {
+			if !strings.Contains(cond.Message, s) {
+				return fmt.Errorf("%s says %q", typ, cond.Message)
+			}
+		}
+		return nil
+	})
+	return time.Since(start)
+}
+
+// memberStatus returns the status of one member.
+func memberStatus(ctx context.Context, t *testing.T, key client.ObjectKey, name string) etcdv1alpha1.MemberStatus {
+	t.Helper()
+	c := &etcdv1alpha1.EtcdCluster{}
+	if err := k8sClient.Get(ctx, key, c); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range c.Status.Members {
+		if m.Name == name {
+			return m
+		}
+	}
+	t.Fatalf("no member %s in the status: %+v", name, c.Status.Members)
+	return etcdv1alpha1.MemberStatus{}
+}
+
+// TestHealthNamesTheSickMember cuts one member off the network, then
+// pauses another (SIGSTOP): each time the cluster is reported Degraded
+// naming that member, while quorum holds and the operator goes on
+// reconciling another cluster; healed, the cluster is healthy again.
+func TestHealthNamesTheSickMember(t *testing.T) {
+	ctx := context.Background()
+	cluster := newHealthCluster(ctx, t, "sick", nil)
+	key := client.ObjectKeyFromObject(cluster)
+	awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionDegraded, metav1.ConditionFalse)
+
+	faults := []struct{ harm, heal, member string }{
+		{localcluster.FaultCut, localcluster.FaultHeal, "sick-1"},
+		{localcluster.FaultPause, localcluster.FaultResume, "sick-2"},
+	}
+	for _, f := range faults {
+		inject := func(action string) {
+			t.Helper()
+			fault := localcluster.Fault{Action: action, Namespace: key.Namespace, Pod: f.member, Container: "etcd"}
+			if err := env.Faults.Inject(ctx, fault); err != nil {
+				t.Fatalf("%s %s: %v", action, f.member, err)
+			}
+		}
+		inject(f.harm)
+		healed := false
+		t.Cleanup(func() {
+			if !healed {
+				inject(f.heal)
+			}
+		})
+		took := awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionDegraded, metav1.ConditionTrue, f.member+":")
+		t.Logf("%s %s: reported Degraded naming it after %s", f.harm, f.member, took.Round(100*time.Millisecond))
+		awaitCondition(ctx, t, key, 10*time.Second, etcdv1alpha1.ConditionQuorumAvailable, metav1.ConditionTrue)
+		if m := memberStatus(ctx, t, key, f.member); m.Healthy || m.LastError == "" {
+			t.Errorf("member %s: healthy=%v lastError=%q while %s", f.member, m.Healthy, m.LastError, f.harm)
+		}
+		if f.harm == localcluster.FaultPause {
+			// The operator goes on with other clusters meanwhile.
+			other := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: "other"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](1)}}
+			if err := k8sClient.Create(ctx, other); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("another cluster Ready in %s while %s is paused", awaitReady(ctx, t, client.ObjectKeyFromObject(other), 1).Round(time.Second), f.member)
+		}
+		inject(f.heal)
+		healed = true
+		took = awaitCondition(ctx, t, key, 2*time.Minute, etcdv1alpha1.ConditionDegraded, metav1.ConditionFalse)
+		t.Logf("%s %s: healthy again %s after %s", f.harm, f.member, took.Round(100*time.Millisecond), f.heal)
+	}
+}
+
+// TestStatusWhenAllMembersDown pauses every member: the status says no
+// member answers and lists none as healthy; resumed, all are healthy.
+func TestStatusWhenAllMembersDown(t *testing.T) {
+	ctx := context.Background()
+	cluster := newHealthCluster(ctx, t, "down", nil)
+	key := client.ObjectKeyFromObject(cluster)
+	members := []string{"down-0", "down-1", "down-2"}
+	for _, action := range []string{localcluster.FaultPause, localcluster.FaultResume} {
+		for _, m := range members {
+			if err := env.Faults.Inject(ctx, localcluster.Fault{Action: action, Namespace: key.Namespace, Pod: m, Container: "etcd"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if action == localcluster.FaultResume {
+			break
+		}
+		t.Cleanup(func() {
+			for _, m := range members {
+				_ = env.Faults.Inject(context.Background(), localcluster.Fault{Action: localcluster.FaultResume, Namespace: key.Namespace, Pod: m, Container: "etcd"})
+			}
+		})
+		took := awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionQuorumAvailable, metav1.ConditionFalse, "No member answers")
+		t.Logf("every member paused: QuorumAvailable=False after %s", took.Round(100*time.Millisecond))
+		for _, m := range members {
+			if s := memberStatus(ctx, t, key, m); s.Healthy || s.LastError == "" {
+				t.Errorf("member %s: healthy=%v lastError=%q with every member paused", m, s.Healthy, s.LastError)
+			}
+		}
+	}
+	awaitCondition(ctx, t, key, 2*time.Minute, etcdv1alpha1.ConditionDegraded, metav1.ConditionFalse)
+	awaitCondition(ctx, t, key, 10*time.Second, etcdv1alpha1.ConditionQuorumAvailable, metav1.ConditionTrue)
+}
+
+// TestNoSpaceIsRecovered fills a small quota until etcd raises NOSPACE and
+// refuses writes; the operator compacts, defragments the members one at a
+// time and disarms the alarm; writes succeed again and the live keys are
+// all there.
+func TestNoSpaceIsRecovered(t *testing.T) {
+	ctx := context.Background()
+	cluster := newHealthCluster(ctx, t, "full", map[string]string{"quota-backend-bytes": strconv.Itoa(8 << 20)})
+	key := client.ObjectKeyFromObject(cluster)
+	cli := etcdClient(ctx, t, key.Namespace, key.Name)
+	for i := range 20 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/live/%02d", i), "kept"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	value := strings.Repeat("x", 256<<10)
+	start := time.Now()
+	var err error
+	for i := 0; i < 400 && err == nil; i++ {
+		// One key overwritten: its old revisions fill the database until
+		// compaction drops them.
+		_, err = cli.Put(ctx, "/filler", value+strconv.Itoa(i))
+	}
+	if err == nil || !strings.Contains(err.Error(), "database space exceeded") {
+		t.Fatalf("filling the quota: %v, want database space exceeded", err)
+	}
+	t.Logf("NOSPACE after %s of writes", time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+	support.Eventually(t, 3*time.Minute, "writes to succeed again", func() error {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := cli.Put(cctx, "/after", "yes")
+		return err
+	})
+	t.Logf("writes succeed again %s after NOSPACE", time.Since(start).Round(100*time.Millisecond))
+	awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionAlarm, metav1.ConditionFalse)
+	resp, err := cli.Get(ctx, "/live/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != 20 {
+		t.Fatalf("live keys after the recovery: %d, %v; want 20", len(resp.Kvs), err)
+	}
+	events := &corev1.EventList{}
+	if err := k8sClient.List(ctx, events, client.InNamespace(key.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, e := range events.Items {
+		seen[e.Reason]++
+	}
+	for _, reason := range []string{"AlarmRaised", "Compacted", "Defragmented", "AlarmDisarmed"} {
+		if seen[reason] == 0 {
+			t.Errorf("no %s event; events by reason: %v", reason, seen)
+		}
+	}
+	if seen["Defragmented"] < 3 {
+		t.Errorf("%d Defragmented events, want one per member", seen["Defragmented"])
+	}
+}
+
+// TestMetrics scrapes the operator's metrics endpoint as Prometheus would,
+// with a ServiceAccount token allowed to read /metrics, and checks the
+// series of a healthy 3-member cluster.
+func TestMetrics(t *testing.T) {
+	ctx := context.Background()
+	cluster := newHealthCluster(ctx, t, "measured", nil)
+	key := client.ObjectKeyFromObject(cluster)
+	token := metricsToken(ctx, t, key.Namespace)
+	series := map[string]float64{}
+	support.Eventually(t, time.Minute, "the metrics of 3 healthy members", func() error {
+		var err error
+		if series, err = scrapeOperator(ctx, token, key); err != nil {
+			return err
+		}
+		for _, m := range []string{"measured-0", "measured-1", "measured-2"} {
+			if series["etcd_operator_member_healthy/"+m] != 1 {
+				return fmt.Errorf("member %s healthy=%v", m, series["etcd_operator_member_healthy/"+m])
+			}
+		}
+		return nil
+	})
+	leaders, learners := 0.0, 0.0
+	for _, m := range []string{"measured-0", "measured-1", "measured-2"} {
+		leaders += series["etcd_operator_member_leader/"+m]
+		learners += series["etcd_operator_member_learner/"+m]
+		if series["etcd_operator_member_db_size_bytes/"+m] <= 0 || series["etcd_operator_member_db_size_in_use_bytes/"+m] <= 0 {
+			t.Errorf("member %s: database size %v, in use %v", m, series["etcd_operator_member_db_size_bytes/"+m], series["etcd_operator_member_db_size_in_use_bytes/"+m])
+		}
+	}
+	if leaders != 1 || learners != 0 {
+		t.Errorf("%v leaders and %v learners, want 1 and 0", leaders, learners)
+	}
+	if series["etcd_operator_cluster_quorum_available/"] != 1 {
+		t.Errorf("quorum available = %v, want 1", series["etcd_operator_cluster_quorum_available/"])
+	}
+	t.Logf("series of cluster %s: %v", key.Name, series)
+}
+
+// metricsToken creates a ServiceAccount bound to the operator's
+// metrics-reader ClusterRole and returns a token of it.
+func metricsToken(ctx context.Context, t *testing.T, ns string) string {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "scraper"}}
+	if err := k8sClient.Create(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-scraper-" + ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "etcd-operator-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "scraper"}},
+	}
+	if err := k8sClient.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), binding) })
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "scraper", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// scrapeOperator reads the operator's metrics over HTTPS on its Pod's IP
+// and returns the etcd_operator_* samples of one cluster, keyed by
+// "<name>/<member>" ("<name>/" for cluster series).
+func scrapeOperator(ctx context.Context, token string, key client.ObjectKey) (map[string]float64, error) {
+	pods := &corev1.PodList{}
+	if err := k8sClient.List(ctx, pods, client.InNamespace(operatorDeployment.Namespace), client.MatchingLabels{"control-plane": "controller-manager"}); err != nil {
+		return nil, err
+	}
+	if len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
+		return nil, fmt.Errorf("%d operator Pods", len(pods.Items))
+	}
+	url := "https://" + net.JoinHostPort(pods.Items[0].Status.PodIP, "8443") + "/metrics"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	// The manager serves a self-signed certificate unless given one.
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // test scrape of a self-signed endpoint
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "etcd_operator_") || !strings.Contains(line, `namespace="`+key.Namespace+`"`) || !strings.Contains(line, `cluster="`+key.Name+`"`) {
+			continue
+		}
+		name, rest, _ := strings.Cut(line, "{")
+		labels, value, _ := strings.Cut(rest, "} ")
+		member := ""
+		if _, after, ok := strings.Cut(labels, `member="`); ok {
+			member, _, _ = strings.Cut(after, `"`)
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return nil, fmt.Errorf("parsing %q: %w", line, err)
+		}
+		out[name+"/"+member] += v
+	}
+	return out, sc.Err()
+}
