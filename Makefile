@@ -6,6 +6,8 @@ IMAGE_TAG_BASE ?= ghcr.io/etcd-operator/etcd-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
 BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
 CATALOG_IMG ?= $(IMAGE_TAG_BASE)-catalog:v$(VERSION)
+# Channels of the bundle and the catalog (docs/olm.md): alpha gets every
+# release; stable starts with the first release of the v1 API.
 CHANNELS ?= alpha
 DEFAULT_CHANNEL ?= alpha
 # createdAt of the CSV is pinned to the release so `make bundle` is reproducible.
@@ -19,6 +21,8 @@ KUSTOMIZE_VERSION ?= v5.8.2
 GOLANGCI_LINT_VERSION ?= v2.15.0
 OPERATOR_SDK_VERSION ?= v1.42.2
 OPM_VERSION ?= v1.65.0
+# The catalog image serves catalog/ with this opm.
+OPM_IMAGE ?= quay.io/operator-framework/opm:$(OPM_VERSION)
 KUBERNETES_VERSION ?= v1.37.2
 # etcd for kube-apiserver and the tests; member images map to these.
 ETCD_VERSION ?= v3.6.16
@@ -52,7 +56,7 @@ ETCD ?= $(LOCALBIN)/etcd-$(ETCD_VERSION)
 ENVTEST_ASSETS ?= $(LOCALBIN)/envtest-$(KUBERNETES_VERSION)-etcd-$(ETCD_VERSION)
 
 # Files generated from the sources; `make verify` fails when they drift.
-GENERATED = go.mod go.sum api config bundle bundle.Dockerfile
+GENERATED = go.mod go.sum api config bundle bundle.Dockerfile catalog catalog.Dockerfile
 
 .PHONY: all
 all: build
@@ -90,8 +94,8 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 CLUSTER_SUITES = ./test/localcluster/... ./test/e2e/...
 
 .PHONY: test
-test: manifests generate $(ENVTEST_ASSETS) localcluster-binaries $(KUSTOMIZE) ## Run the unit tests, the API server tests, the local cluster's suite and the e2e suite (needs root).
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) $(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e /test/localcluster -e /test/e2e)
+test: manifests generate $(ENVTEST_ASSETS) localcluster-binaries $(KUSTOMIZE) $(OPERATOR_SDK) $(OPM) ## Run the unit tests, the API server tests, the local cluster's suite and the e2e suite (needs root).
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) OPERATOR_SDK_BIN=$(OPERATOR_SDK) OPM_BIN=$(OPM) KUSTOMIZE_BIN=$(KUSTOMIZE) $(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e /test/localcluster -e /test/e2e)
 	cd hack/cert-manager && KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) CERT_MANAGER_CONTROLLER_BIN=$(CERT_MANAGER_CONTROLLER) $(GO) test $(GOTEST_FLAGS) ./...
 	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
 		$(GO) test -p 1 -timeout 30m $(GOTEST_FLAGS) $(CLUSTER_SUITES)
@@ -107,7 +111,7 @@ bench: localcluster-binaries $(KUSTOMIZE) ## Measure bootstrap, scaling and reco
 		$(GO) run ./hack/bench --runs $(BENCH_RUNS)
 
 .PHONY: verify
-verify: manifests generate bundle ## Fail when generated files differ from what the sources produce.
+verify: manifests generate bundle catalog ## Fail when generated files differ from what the sources produce (catalog/ is validated by opm and our graph lint).
 	$(GO) mod tidy
 	@for pair in "examples/simple.yaml config/samples/etcd_v1alpha1_etcdcluster.yaml" \
 	             "examples/persistent-storage.yaml config/samples/etcd_v1alpha1_etcdcluster_persistent.yaml"; do \
@@ -150,7 +154,27 @@ bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate the OLM bundle from c
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
 	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) --channels=$(CHANNELS) --default-channel=$(DEFAULT_CHANNEL)
 	hack/pin-created-at.sh bundle/manifests/etcd-operator.clusterserviceversion.yaml $(BUNDLE_CREATED_AT)
+	cp config/manifests/dependencies.yaml bundle/metadata/dependencies.yaml
 	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework --optional-values=k8s-version=$(KUBE_TARGET_VERSION)
+
+# The catalog is rendered from bundle/ offline (no image is pulled) and
+# points at BUNDLE_IMG. Adding a VERSION that is already there only
+# refreshes its rendering, so running this twice gives no diff.
+.PHONY: catalog
+catalog: bundle $(OPM) ## Add VERSION's bundle to the file-based catalog in catalog/ (new channel head), validate it and lint its upgrade graph.
+	$(GO) run ./hack/catalog add --opm $(OPM) --bundle bundle --image $(BUNDLE_IMG) --channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL) catalog
+	rm -f catalog.Dockerfile
+	$(OPM) generate dockerfile catalog --base-image $(OPM_IMAGE) --builder-image $(OPM_IMAGE)
+	$(OPM) validate catalog
+	$(GO) run ./hack/catalog lint catalog
+
+.PHONY: bundle-build
+bundle-build: ## Build the bundle image (needs a container engine).
+	docker build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
+
+.PHONY: catalog-build
+catalog-build: ## Build the catalog image (needs a container engine).
+	docker build -f catalog.Dockerfile -t $(CATALOG_IMG) .
 
 ##@ Tools
 

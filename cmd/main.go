@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -52,6 +53,7 @@ func main() {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(etcdv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(cmapi.AddToScheme(scheme))
 
 	var tlsOpts []func(*tls.Config)
 	if !enableHTTP2 {
@@ -81,7 +83,7 @@ func main() {
 	if err := (&controllers.ClusterReconciler{
 		Client:        mgr.GetClient(),
 		Recorder:      mgr.GetEventRecorder("etcd-operator-cluster"),
-		NewEtcdClient: controllers.NewEtcdClient,
+		NewEtcdClient: controllers.NewEtcdClientFactory(mgr.GetClient()),
 		CrashPoints:   crashpoint.FromEnv(),
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "etcdcluster")
@@ -90,10 +92,23 @@ func main() {
 	if err := (&controllers.HealthReconciler{
 		Client:        mgr.GetClient(),
 		Recorder:      mgr.GetEventRecorder("etcd-operator-health"),
-		NewEtcdClient: controllers.NewEtcdClient,
+		NewEtcdClient: controllers.NewEtcdClientFactory(mgr.GetClient()),
 		Interval:      probeInterval,
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "etcdcluster-health")
+		os.Exit(1)
+	}
+
+	certManager := controllers.CertManagerInstalled(mgr.GetRESTMapper())
+	if !certManager {
+		setupLog.Info("The cert-manager API (cert-manager.io/v1) is not served: clusters with spec.security.tls.certManager wait until it is installed and the operator restarted")
+	}
+	if err := (&controllers.PKIReconciler{
+		Client:      mgr.GetClient(),
+		Recorder:    mgr.GetEventRecorder("etcd-operator-pki"),
+		CertManager: certManager,
+	}).SetupWithManager(mgr); err != nil {
+		setupLog.Error(err, "Unable to set up controller", "controller", "etcdcluster-pki")
 		os.Exit(1)
 	}
 

@@ -22,6 +22,10 @@ import (
 	"github.com/etcd-operator/etcd-operator/internal/crashpoint"
 )
 
+// reasonPaused: the annotation etcdv1alpha1.AnnotationPaused stops the
+// operator.
+const reasonPaused = "Paused"
+
 // ClusterFieldManager is the field manager of the cluster reconciler's
 // status writes.
 const ClusterFieldManager = "etcd-operator-cluster"
@@ -63,18 +67,30 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 	if warning.Status == metav1.ConditionTrue && !meta.IsStatusConditionPresentAndEqual(cluster.Status.Conditions, warning.Type, warning.Status) {
 		r.event(cluster, "Warning", warning.Reason, "%s", warning.Message)
 	}
-	if err := r.reconcileChildren(ctx, cluster); err != nil {
-		return ctrl.Result{}, err
+	if !cluster.IsPaused() {
+		if err := r.reconcileChildren(ctx, cluster); err != nil {
+			return ctrl.Result{}, err
+		}
+		refused, err := r.growClaims(ctx, cluster)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if refused != "" && warning.Status != metav1.ConditionTrue {
+			warning.Status, warning.Reason, warning.Message = metav1.ConditionTrue, reasonClaimsNotExpandable, refused
+		}
 	}
 	observed, err := r.observe(ctx, cluster)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	step := plan(observed)
+	step := certificatesWait(cluster, plan(observed))
 	status := topologyStatus(observed, step)
 	status.conditions = append(status.conditions, warning)
 	if err := applyStatus(ctx, r.Client, cluster, ClusterFieldManager, status); err != nil {
 		return ctrl.Result{}, err
+	}
+	if cluster.IsPaused() {
+		return ctrl.Result{}, nil
 	}
 	wait, err := r.act(ctx, cluster, observed, step)
 	if err != nil {

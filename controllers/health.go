@@ -233,6 +233,9 @@ func quotaBackendBytes(c *etcdv1alpha1.EtcdCluster) int64 {
 // member whose free space passes the threshold. Only with every member
 // healthy: a member defragmenting does not serve.
 func planMaintenance(c *etcdv1alpha1.EtcdCluster, p probe) maintenance {
+	if c.IsPaused() {
+		return maintenance{kind: maintNone, reason: "paused"}
+	}
 	if !c.DefragmentationEnabled() {
 		return maintenance{kind: maintNone, reason: "spec.maintenance.defragmentation is off"}
 	}
@@ -307,6 +310,8 @@ func maintenanceCondition(c *etcdv1alpha1.EtcdCluster, m maintenance) metav1.Con
 	cond := metav1.Condition{Type: etcdv1alpha1.ConditionMaintenance, Status: metav1.ConditionFalse, Reason: reasonIdle,
 		Message: "No database needs compaction or defragmentation", ObservedGeneration: c.Generation}
 	switch {
+	case c.IsPaused():
+		cond.Reason, cond.Message = reasonPaused, "The operator neither compacts nor defragments while the annotation "+etcdv1alpha1.AnnotationPaused+" is \"true\""
 	case !c.DefragmentationEnabled():
 		cond.Reason, cond.Message = reasonDisabled, "spec.maintenance.defragmentation is off: the operator neither compacts nor defragments"
 	case m.kind != maintNone:

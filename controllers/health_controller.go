@@ -74,7 +74,7 @@ func (r *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 		}
 	}
 	endpoints := memberURLs(cluster, names)
-	p := probeMembers(ctx, r.NewEtcdClient, endpoints, true)
+	p := probeMembers(ctx, r.NewEtcdClient, cluster, endpoints, true)
 	report := assess(cluster, p, time.Now())
 	step := planMaintenance(cluster, p)
 	for _, e := range healthEvents(cluster.Status.Members, report.members) {
@@ -116,7 +116,7 @@ func (r *HealthReconciler) maintain(ctx context.Context, c *etcdv1alpha1.EtcdClu
 	if m.kind != maintCompact && m.kind != maintDefragment && m.kind != maintDisarm {
 		return nil
 	}
-	ec, err := r.NewEtcdClient(endpoints)
+	ec, err := r.NewEtcdClient(ctx, c, endpoints)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 	"github.com/etcd-operator/etcd-operator/internal/etcd"
 )
 
@@ -54,13 +55,13 @@ func (p probe) healthyVoters() map[uint64]bool {
 // cannot stall the pass), then every member for a linearizable read, in
 // parallel, and, when withAlarms, the cluster for its alarms. Every call
 // is bounded by the client's call timeout.
-func probeMembers(ctx context.Context, newClient EtcdClientFactory, endpoints []string, withAlarms bool) probe {
+func probeMembers(ctx context.Context, newClient EtcdClientFactory, c *etcdv1alpha1.EtcdCluster, endpoints []string, withAlarms bool) probe {
 	p := probe{statuses: map[string]etcd.Status{}, errs: map[string]error{}, health: map[uint64]error{}}
 	if len(endpoints) == 0 {
 		p.err = errors.New("no member Pods")
 		return p
 	}
-	ec, err := newClient(endpoints)
+	ec, err := newClient(ctx, c, endpoints)
 	if err != nil {
 		p.err = err
 		return p
@@ -90,7 +91,7 @@ func probeMembers(ctx context.Context, newClient EtcdClientFactory, endpoints []
 			p.leader, p.version = st.Leader, st.Version
 		}
 	}
-	lc, err := newClient(answering)
+	lc, err := newClient(ctx, c, answering)
 	if err != nil {
 		p.err = err
 		return p

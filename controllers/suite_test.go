@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 	"github.com/etcd-operator/etcd-operator/internal/etcd"
 	"github.com/etcd-operator/etcd-operator/test/support"
 )
@@ -43,13 +44,20 @@ func runWithManager(m *testing.M) int {
 		return 1
 	}
 	// envtest runs no Pods, so no member ever answers.
-	noEtcd := func([]string) (etcd.Client, error) { return nil, errors.New("envtest runs no etcd members") }
+	noEtcd := func(context.Context, *etcdv1alpha1.EtcdCluster, []string) (etcd.Client, error) {
+		return nil, errors.New("envtest runs no etcd members")
+	}
 	if err := (&ClusterReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("test"), NewEtcdClient: noEtcd}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up the cluster reconciler: %v\n", err)
 		return 1
 	}
 	if err := (&HealthReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("test"), NewEtcdClient: noEtcd}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up the health reconciler: %v\n", err)
+		return 1
+	}
+	// envtest serves no cert-manager API: operator-managed clusters wait.
+	if err := (&PKIReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("test")}).SetupWithManager(mgr); err != nil {
+		fmt.Fprintf(os.Stderr, "setting up the PKI reconciler: %v\n", err)
 		return 1
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -21,14 +21,6 @@ import (
 	"github.com/etcd-operator/etcd-operator/internal/etcd"
 )
 
-// EtcdClientFactory connects to the members of a cluster at endpoints.
-type EtcdClientFactory func(endpoints []string) (etcd.Client, error)
-
-// NewEtcdClient is the EtcdClientFactory of the real etcd client.
-func NewEtcdClient(endpoints []string) (etcd.Client, error) {
-	return etcd.New(etcd.Config{Endpoints: endpoints, DialTimeout: 3 * time.Second, CallTimeout: 5 * time.Second})
-}
-
 // Waits of the topology: short, since each pass takes one step.
 const (
 	stepRequeue = 500 * time.Millisecond
@@ -103,8 +95,14 @@ func (r *ClusterReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdClu
 		return o, err
 	}
 	slices.Sort(endpoints)
-	pr := probeMembers(ctx, r.NewEtcdClient, endpoints, false)
+	pr := probeMembers(ctx, r.NewEtcdClient, c, endpoints, false)
 	o.members, o.clusterID, o.leader, o.version, o.etcdErr = pr.members, pr.clusterID, pr.leader, pr.version, pr.err
+	o.versions = map[string]string{}
+	for name := range o.pods {
+		if st, ok := pr.statuses[builder.ClientURL(c, name)]; ok {
+			o.versions[name] = st.Version
+		}
+	}
 	if pr.members != nil {
 		o.healthy = pr.healthyVoters()
 		o.clusterIDs = map[string]uint64{}
@@ -179,6 +177,14 @@ func (r *ClusterReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 		logger.Info("Created member Pod")
 		r.event(c, corev1.EventTypeNormal, "MemberPodCreated", "Created Pod %s (%s)", a.member, a.reason)
 		return stepRequeue, nil
+	case actRoll:
+		pod := o.pods[a.member]
+		if err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+			return 0, err
+		}
+		logger.Info("Rolling member")
+		r.event(c, corev1.EventTypeNormal, "MemberRolling", "Deleted Pod %s to rebuild it from the current spec: %s", a.member, a.reason)
+		return stepRequeue, nil
 	case actDeletePod:
 		pod := o.pods[a.member]
 		opts := []client.DeleteOption{client.Preconditions{UID: &pod.UID}}
@@ -197,7 +203,7 @@ func (r *ClusterReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 		return stepRequeue, nil
 	}
 
-	ec, err := r.NewEtcdClient(memberEndpoints(c, o))
+	ec, err := r.NewEtcdClient(ctx, c, memberEndpoints(c, o))
 	if err != nil {
 		return 0, err
 	}
@@ -232,7 +238,7 @@ func (r *ClusterReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 				if err := ec.MoveLeader(ctx, v.ID); err != nil {
 					return 0, fmt.Errorf("moving leadership away from %s: %w", a.member, err)
 				}
-				r.event(c, corev1.EventTypeNormal, "LeaderMoved", "Moved leadership from %s to %s before removing it", a.member, memberName(c, v))
+				r.event(c, corev1.EventTypeNormal, "LeaderMoved", "Moved leadership from %s to %s: %s", a.member, memberName(c, v), a.reason)
 				return stepRequeue, nil
 			}
 		}
@@ -256,6 +262,47 @@ func (r *ClusterReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 		return stepRequeue, nil
 	}
 	return 0, fmt.Errorf("unknown step %s", a.kind)
+}
+
+// reasonClaimsNotExpandable: the claims cannot grow to the template's size.
+const reasonClaimsNotExpandable = "ClaimsNotExpandable"
+
+// growClaims grows the members' claims in place to the template's storage
+// request (the schema refuses shrinking). When the API server refuses (the
+// StorageClass does not allow expansion, say), it returns why: the claims
+// keep their size and the member Pods are not touched.
+func (r *ClusterReconciler) growClaims(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (string, error) {
+	vct := c.Spec.Storage.VolumeClaimTemplate
+	if vct == nil {
+		return "", nil
+	}
+	want, ok := vct.Spec.Resources.Requests[corev1.ResourceStorage]
+	if !ok {
+		return "", nil
+	}
+	claims := &corev1.PersistentVolumeClaimList{}
+	if err := r.List(ctx, claims, client.InNamespace(c.Namespace), client.MatchingLabels(builder.MemberSelectorLabels(c))); err != nil {
+		return "", err
+	}
+	for i := range claims.Items {
+		pvc := &claims.Items[i]
+		have := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+		if !metav1.IsControlledBy(pvc, c) || pvc.DeletionTimestamp != nil || want.Cmp(have) <= 0 {
+			continue
+		}
+		patch := client.MergeFrom(pvc.DeepCopy())
+		pvc.Spec.Resources.Requests[corev1.ResourceStorage] = want
+		err := r.Patch(ctx, pvc, patch)
+		switch {
+		case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
+			return fmt.Sprintf("Claim %s cannot grow from %s to %s: %v. The claims keep their size; use a StorageClass that allows volume expansion, or keep the old size",
+				pvc.Name, have.String(), want.String(), err), nil
+		case err != nil:
+			return "", err
+		}
+		r.event(c, corev1.EventTypeNormal, "ClaimGrown", "Asked for claim %s to grow from %s to %s", pvc.Name, have.String(), want.String())
+	}
+	return "", nil
 }
 
 // createClaim creates a member's claim. A claim of that name that this
@@ -326,10 +373,23 @@ func topologyStatus(o observed, a action) statusPatch {
 		progressing.Status, progressing.Reason, progressing.Message = metav1.ConditionTrue, string(a.kind), a.String()
 	}
 	if a.kind == actRefuse {
-		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, a.refusal, a.reason
 		progressing.Status, progressing.Reason, progressing.Message = metav1.ConditionFalse, a.refusal, a.reason
+		if a.refusal != reasonUpgradeRefused {
+			readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, a.refusal, a.reason
+		}
 	}
-	fields := map[string]any{"replicas": int64(len(o.members)), "readyReplicas": int64(ready), "selector": MemberSelector(c).String()}
+	if c.IsPaused() {
+		progressing.Status, progressing.Reason = metav1.ConditionFalse, reasonPaused
+		progressing.Message = "The operator changes nothing while the annotation " + etcdv1alpha1.AnnotationPaused + " is \"true\"; it would now: " + a.String()
+	}
+	updated := 0
+	hash := builder.PodSpecHash(c)
+	for _, p := range o.pods {
+		if p.Annotations[etcdv1alpha1.AnnotationPodSpecHash] == hash {
+			updated++
+		}
+	}
+	fields := map[string]any{"replicas": int64(len(o.members)), "readyReplicas": int64(ready), "updatedReplicas": int64(updated), "selector": MemberSelector(c).String()}
 	// The cluster ID stays while no member answers: it is what tells a lost
 	// cluster from one never founded.
 	switch {

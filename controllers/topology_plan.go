@@ -35,8 +35,10 @@ type observed struct {
 	clusterIDs map[string]uint64
 	// leader is the ID of the leader, 0 when unknown.
 	leader uint64
-	// version is the etcd version a member reports.
-	version string
+	// version is the etcd version a member reports; versions is each
+	// answering member's, by Pod name.
+	version  string
+	versions map[string]string
 	// healthy tells which voters answered a linearizable read.
 	healthy map[uint64]bool
 	// lostNodes are the nodes of member Pods that are not Ready: their
@@ -59,6 +61,7 @@ const (
 	actRemove     actionKind = "RemoveMember"
 	actDeletePod  actionKind = "DeletePod"
 	actMoveLeader actionKind = "MoveLeader"
+	actRoll       actionKind = "RollMember"
 	actRefuse     actionKind = "Refuse"
 	actBlocked    actionKind = "Blocked"
 )
@@ -69,6 +72,9 @@ const (
 	reasonClusterIDMismatch = "ClusterIDMismatch"
 	// reasonDataLost: every member and its data are gone.
 	reasonDataLost = "DataLost"
+	// reasonUpgradeRefused: the image's etcd version cannot replace the
+	// running one.
+	reasonUpgradeRefused = "UpgradeRefused"
 )
 
 // action is what plan decides: a kind, the member it concerns and why.
@@ -118,6 +124,9 @@ func plan(o observed) action {
 	if eps := mismatchedEndpoints(o); len(eps) > 0 {
 		return action{kind: actRefuse, refusal: reasonClusterIDMismatch,
 			reason: "members answer for different etcd clusters (" + strings.Join(eps, ", ") + "): the operator changes nothing until a person decides which members belong to this cluster"}
+	}
+	if a, refused := checkVersions(o); refused {
+		return a
 	}
 	byName := map[string]etcd.Member{}
 	for _, m := range o.members {
@@ -222,12 +231,86 @@ func plan(o observed) action {
 		return action{kind: actRemove, member: name, id: victim.Member.ID,
 			reason: fmt.Sprintf("%d members for %d replicas (%s)", len(voters), want, victim.Reason)}
 	}
+	if a, ok := planRoll(o, voters); ok {
+		return a
+	}
 	if unhealthy {
 		// Nothing else prompts a pass when the timeout runs out.
 		return action{kind: actWait, member: memberName(c, m), reason: fmt.Sprintf("member %s has been unhealthy since %s; it is replaced at %s unless it recovers",
 			memberName(c, m), since.UTC().Format(time.RFC3339), since.Add(c.UnhealthyMemberTimeout()).UTC().Format(time.RFC3339))}
 	}
 	return action{kind: actNone}
+}
+
+// checkVersions refuses every change when the image's etcd version cannot
+// replace a version a member runs (etcd says what it runs; the image of
+// its Pod may not): a Pod created from the spec, for a new member or a
+// roll, would run it. An image whose tag names no version is not checked.
+func checkVersions(o observed) (action, bool) {
+	image := builder.EtcdImage(o.cluster)
+	target, ok := etcd.ImageVersion(image)
+	if !ok {
+		return action{}, false
+	}
+	for _, name := range slices.Sorted(maps.Keys(o.versions)) {
+		running, ok := etcd.ParseVersion(o.versions[name])
+		if !ok {
+			continue
+		}
+		if err := etcd.CheckUpgrade(running, target); err != nil {
+			return action{kind: actRefuse, refusal: reasonUpgradeRefused, member: name, reason: fmt.Sprintf(
+				"spec asks for %s, but member %s runs etcd %s: %v. Nothing changes until the image is one etcd supports after %s", image, name, running, err, running)}, true
+		}
+	}
+	return action{}, false
+}
+
+// planRoll rolls one member whose Pod was built from an older spec:
+// only when membership matches the spec, every voter answers and every
+// Pod is Ready; followers first, by name, the leader last, after moving
+// its leadership away. The member comes back from its claim, or, with an
+// emptyDir, is replaced by a fresh member.
+func planRoll(o observed, voters []etcd.Member) (action, bool) {
+	c := o.cluster
+	want := builder.PodSpecHash(c)
+	var outdated []string
+	for _, name := range slices.Sorted(maps.Keys(o.pods)) {
+		if p := o.pods[name]; p.DeletionTimestamp == nil && p.Annotations[etcdv1alpha1.AnnotationPodSpecHash] != want {
+			outdated = append(outdated, name)
+		}
+	}
+	if len(outdated) == 0 {
+		return action{}, false
+	}
+	progress := fmt.Sprintf("%d of %d members up to date", len(o.pods)-len(outdated), len(o.pods))
+	for _, name := range slices.Sorted(maps.Keys(o.pods)) {
+		if o.pods[name].DeletionTimestamp != nil {
+			return action{kind: actWait, member: name, reason: fmt.Sprintf("rolling waits for Pod %s to finish terminating (%s)", name, progress)}, true
+		}
+	}
+	if len(voters) == 1 && !c.Spec.Storage.UsesPersistentStorage() {
+		return action{kind: actBlocked, member: outdated[0], reason: "cannot roll " + outdated[0] + ": the only member of a cluster on emptyDir would lose every key; scale to 3 members first, or keep the old spec"}, true
+	}
+	for _, m := range voters {
+		name := memberName(c, m)
+		if p, ok := o.pods[name]; !o.healthy[m.ID] || !ok || !podReady(p) {
+			return action{kind: actWait, member: name, reason: fmt.Sprintf("rolling waits for every member to be healthy and Ready (%s is not; %s)", name, progress)}, true
+		}
+	}
+	leader := ""
+	for _, m := range voters {
+		if m.ID == o.leader {
+			leader = memberName(c, m)
+		}
+	}
+	next := outdated[0]
+	if next == leader && len(outdated) > 1 {
+		next = outdated[1]
+	}
+	if next == leader && len(voters) > 1 {
+		return action{kind: actMoveLeader, member: next, id: o.leader, reason: "the leader is rolled last: moving leadership away first (" + progress + ")"}, true
+	}
+	return action{kind: actRoll, member: next, reason: fmt.Sprintf("rolling %s to the current spec (%s)", next, progress)}, true
 }
 
 // unconfirmed lists the Pods other than except whose member did not report

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
 	"github.com/etcd-operator/etcd-operator/internal/etcd"
 )
 
@@ -36,7 +37,13 @@ type world struct {
 	failed  []string
 	silent  []string
 	oldPods bool
-	// unready Pods have not been Ready for ten minutes; lost Pods are on a
+	// outdated Pods were built from an older spec; runs is the etcd version
+	// every member reports and image the spec's etcd image.
+	outdated []string
+	runs     string
+	image    string
+	// unready Pods have not been Ready for ten minutes (the others are
+	// Ready); lost Pods are on a
 	// node that is not Ready; deleting Pods are being deleted.
 	unready     []string
 	notReadyFor time.Duration // ten minutes when 0
@@ -58,13 +65,19 @@ func (w world) observed() observed {
 	for _, name := range w.claims {
 		o.claims[name], o.allClaims[name] = true, true
 	}
+	if w.image != "" {
+		c.Spec.PodTemplate.Spec.Containers = []corev1.Container{{Name: "etcd", Image: w.image}}
+	}
 	c.Status.ClusterID = w.lostCluster
 	if w.startEmpty {
 		c.Annotations = map[string]string{etcdv1alpha1.AnnotationStartEmpty: w.lostCluster}
 	}
 	o.now = time.Now()
-	o.lostNodes = map[string]bool{}
+	o.lostNodes, o.versions = map[string]bool{}, map[string]string{}
 	for _, p := range w.pods {
+		if w.runs != "" {
+			o.versions[p] = w.runs
+		}
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p, CreationTimestamp: metav1.NewTime(o.now)}, Spec: corev1.PodSpec{NodeName: "node-" + p}}
 		if w.oldPods {
 			pod.CreationTimestamp = metav1.NewTime(o.now.Add(-time.Hour))
@@ -72,6 +85,11 @@ func (w world) observed() observed {
 		if slices.Contains(w.failed, p) {
 			pod.Status.Phase = corev1.PodFailed
 		}
+		pod.Annotations = map[string]string{etcdv1alpha1.AnnotationPodSpecHash: builder.PodSpecHash(c)}
+		if slices.Contains(w.outdated, p) {
+			pod.Annotations[etcdv1alpha1.AnnotationPodSpecHash] = "old"
+		}
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 		if slices.Contains(w.unready, p) {
 			d := w.notReadyFor
 			if d == 0 {
@@ -159,7 +177,7 @@ func TestPlan(t *testing.T) {
 		{"replacing would cost quorum: blocked", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0", sick: []string{"a-1", "a-2"}}, actBlocked, "a-1"},
 		{"a Pod that stopped for good goes", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, failed: []string{"a-2"}, leader: "a-0"}, actDeletePod, "a-2"},
 		{"a learner no longer needed is removed", world{replicas: 1, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0"}, actRemove, "a-1"},
-		{"a learner whose Pod never got Ready is removed", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0", oldPods: true}, actRemove, "a-1"},
+		{"a learner whose Pod never got Ready is removed", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0", oldPods: true, unready: []string{"a-1"}}, actRemove, "a-1"},
 		{"a stray Pod waits until every member confirmed the list", world{replicas: 1, voters: []string{"a-0", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", silent: []string{"a-2"}}, actWait, ""},
 		{"no answer, claims without Pods: bring them back", world{replicas: 3, noEtcd: true, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0"}}, actCreatePod, "a-1"},
 		{"claim member whose Pod was deleted: recreate it", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0"}, actCreatePod, "a-1"},
@@ -171,6 +189,17 @@ func TestPlan(t *testing.T) {
 		{"a removed member's Pod being deleted on a live node: its kubelet finishes", world{replicas: 3, voters: []string{"a-0", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", deleting: []string{"a-1"}}, actAddLearner, "a-3"},
 		{"every member and its data gone: refuse to start empty", world{replicas: 3, noEtcd: true, lostCluster: "1"}, actRefuse, reasonDataLost},
 		{"every member gone, start-empty annotation: found anew", world{replicas: 3, noEtcd: true, lostCluster: "1", startEmpty: true}, actCreateSeed, "a-0"},
+		{"roll: a follower first", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0", "a-1", "a-2"}}, actRoll, "a-1"},
+		{"roll: the leader last, after moving leadership", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0"}}, actMoveLeader, "a-0"},
+		{"roll: waits for every member to be healthy", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-1"}, sick: []string{"a-2"}}, actWait, "a-2"},
+		{"roll: waits for every Pod to be Ready", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-1"}, unready: []string{"a-2"}, notReadyFor: time.Second}, actWait, "a-2"},
+		{"roll: membership first", world{replicas: 3, voters: []string{"a-0", "a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0", outdated: []string{"a-1"}}, actAddLearner, "a-2"},
+		{"roll: waits for the rolled Pod to be gone", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0", "a-2"}, deleting: []string{"a-1"}}, actWait, "a-1"},
+		{"roll: a lone emptyDir member would lose its data", world{replicas: 1, voters: []string{"a-0"}, pods: []string{"a-0"}, leader: "a-0", outdated: []string{"a-0"}}, actBlocked, "a-0"},
+		{"roll: a lone member with a claim", world{replicas: 1, voters: []string{"a-0"}, pods: []string{"a-0"}, claims: []string{"a-0"}, persistent: true, leader: "a-0", outdated: []string{"a-0"}}, actRoll, "a-0"},
+		{"upgrade 3.5 -> 3.6", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-1"}, runs: "3.5.21", image: "quay.io/coreos/etcd:v3.6.16"}, actRoll, "a-1"},
+		{"upgrade 3.5 -> 3.7 refused", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-1"}, runs: "3.5.21", image: "quay.io/coreos/etcd:v3.7.0"}, actRefuse, reasonUpgradeRefused},
+		{"downgrade refused, scale-up too", world{replicas: 5, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", runs: "3.6.16", image: "quay.io/coreos/etcd:v3.5.21"}, actRefuse, reasonUpgradeRefused},
 		{"claim member whose Pod and claim were deleted: replace it", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0", sick: []string{"a-1"}}, actRemove, "a-1"},
 	}
 	for _, tt := range tests {

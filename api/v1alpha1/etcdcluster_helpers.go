@@ -36,6 +36,13 @@ const (
 	// defragments the members' databases.
 	ConditionMaintenance = "Maintenance"
 
+	// ConditionCertificatesReady is True when every certificate the
+	// cluster's TLS settings call for is in its Secret and valid; its
+	// message names the nearest expiry, or what is missing. Only clusters
+	// with TLS have it, and their member Pods are created only while it is
+	// True.
+	ConditionCertificatesReady = "CertificatesReady"
+
 	// ConditionConfigurationWarning is True when the spec is accepted but
 	// part of it is ignored or questionable; the message says what to change.
 	ConditionConfigurationWarning = "ConfigurationWarning"
@@ -56,6 +63,21 @@ const DefaultReplicas int32 = 3
 
 // DefaultUnhealthyMemberTimeout is spec.unhealthyMemberTimeout when unset.
 const DefaultUnhealthyMemberTimeout = 5 * time.Minute
+
+// AnnotationPodSpecHash, on a member Pod, is the hash of what shapes every
+// member's Pod when it was built; the operator rolls Pods whose hash is not
+// the spec's.
+const AnnotationPodSpecHash = "etcd.aenix.io/pod-spec-hash"
+
+// AnnotationPaused, set to "true" on an EtcdCluster, stops the operator
+// from changing anything of the cluster (membership, Pods, maintenance)
+// until it is removed; the status keeps being reported.
+const AnnotationPaused = "etcd.aenix.io/paused"
+
+// IsPaused tells whether the operator must leave the cluster alone.
+func (c *EtcdCluster) IsPaused() bool {
+	return c.Annotations[AnnotationPaused] == "true"
+}
 
 // AnnotationStartEmpty is the annotation that, set on an EtcdCluster to
 // the cluster ID in its status, lets the operator found a new, empty etcd
@@ -157,19 +179,37 @@ func (t PodDisruptionBudgetTemplate) DisruptionBudget(replicas int32) (minAvaila
 	}
 }
 
+// ManagedTLS tells whether the operator issues the cluster's certificates
+// through cert-manager.
+func (s *SecuritySpec) ManagedTLS() bool {
+	return s != nil && s.TLS != nil && s.TLS.CertManager != nil
+}
+
+// UserTLS tells whether the cluster uses certificates the user provides in
+// Secrets.
+func (s *SecuritySpec) UserTLS() bool {
+	return !s.ManagedTLS() && (s.PeerTLS() || s.ClientTLS())
+}
+
 // ClientTLS tells whether members serve clients over TLS.
 func (s *SecuritySpec) ClientTLS() bool {
-	return s != nil && s.TLS != nil && s.TLS.ServerSecret != ""
+	return s.ManagedTLS() || s != nil && s.TLS != nil && s.TLS.ServerSecret != ""
 }
 
 // PeerTLS tells whether members talk to each other over TLS.
 func (s *SecuritySpec) PeerTLS() bool {
-	return s != nil && s.TLS != nil && s.TLS.PeerSecret != ""
+	return s.ManagedTLS() || s != nil && s.TLS != nil && s.TLS.PeerSecret != ""
 }
 
 // ClientCertAuth tells whether members require client certificates.
 func (s *SecuritySpec) ClientCertAuth() bool {
-	return s != nil && s.TLS != nil && s.TLS.ClientTrustedCASecret != ""
+	return s.ManagedTLS() || s != nil && s.TLS != nil && s.TLS.ClientTrustedCASecret != ""
+}
+
+// TLSEnabled tells whether any traffic of the cluster uses TLS, so its
+// certificates must be ready before members start.
+func (s *SecuritySpec) TLSEnabled() bool {
+	return s.PeerTLS() || s.ClientTLS()
 }
 
 // AuthEnabled tells whether etcd authentication is asked for.

@@ -9,6 +9,7 @@ import (
 
 // EtcdClusterSpec is the desired state of an etcd cluster.
 //
+// +kubebuilder:validation:XValidation:rule="(has(self.security) && has(self.security.tls)) == (has(oldSelf.security) && has(oldSelf.security.tls))",message="spec.security.tls cannot be added to or removed from an existing cluster: the operator does not roll TLS changes member by member yet, and a half-applied change would cut members off from each other; create a new EtcdCluster with the TLS settings you want and move the data to it"
 // +kubebuilder:validation:XValidation:rule="(has(self.storage) && has(self.storage.volumeClaimTemplate)) == (has(oldSelf.storage) && has(oldSelf.storage.volumeClaimTemplate))",message="spec.storage: the storage kind (emptyDir or volumeClaimTemplate) cannot change on an existing cluster; create a new EtcdCluster with the storage you want and move the data to it"
 // +kubebuilder:validation:XValidation:rule="!has(self.podDisruptionBudgetTemplate) || !has(self.podDisruptionBudgetTemplate.spec) || !has(self.podDisruptionBudgetTemplate.spec.minAvailable) || !has(self.podDisruptionBudgetTemplate.spec.maxUnavailable) || (type(self.podDisruptionBudgetTemplate.spec.minAvailable) == int && type(self.podDisruptionBudgetTemplate.spec.maxUnavailable) == int && self.podDisruptionBudgetTemplate.spec.minAvailable + self.podDisruptionBudgetTemplate.spec.maxUnavailable == self.replicas)",message="spec.podDisruptionBudgetTemplate.spec: minAvailable and maxUnavailable are both set but do not add up to spec.replicas; set only one of them"
 // +kubebuilder:validation:XValidation:rule="!has(self.podDisruptionBudgetTemplate) || !has(self.podDisruptionBudgetTemplate.spec) || !has(self.podDisruptionBudgetTemplate.spec.minAvailable) || type(self.podDisruptionBudgetTemplate.spec.minAvailable) != int || self.podDisruptionBudgetTemplate.spec.minAvailable <= self.replicas",message="spec.podDisruptionBudgetTemplate.spec.minAvailable is more than spec.replicas: set at most spec.replicas"
@@ -346,11 +347,14 @@ type PodDisruptionBudgetSpec struct {
 
 // SecuritySpec configures TLS and authentication.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.enableAuth) || !self.enableAuth || (has(self.tls) && has(self.tls.clientSecret))",message="spec.security.enableAuth needs client TLS: set spec.security.tls.clientSecret and clientTrustedCASecret so the operator can act as the root user with its client certificate"
+// +kubebuilder:validation:XValidation:rule="!has(self.enableAuth) || !self.enableAuth || (has(self.tls) && (has(self.tls.clientSecret) || has(self.tls.certManager)))",message="spec.security.enableAuth needs client TLS: set spec.security.tls.certManager, or spec.security.tls.clientSecret and clientTrustedCASecret, so the operator can act as the root user with its client certificate"
 type SecuritySpec struct {
-	// tls names the Secrets holding certificates for peer, server and client
-	// traffic. Each certificate Secret has tls.crt and tls.key; each CA
-	// Secret has ca.crt.
+	// tls turns on TLS: certManager has the operator issue every certificate
+	// through cert-manager (peer and client traffic both encrypted, client
+	// certificates required); the Secret fields name certificates the user
+	// provides instead. Each certificate Secret has tls.crt and tls.key;
+	// each CA Secret has ca.crt. Without tls, members talk plain HTTP. TLS
+	// cannot be added, removed or changed on an existing cluster.
 	//
 	// +optional
 	TLS *TLSSpec `json:"tls,omitempty"`
@@ -364,14 +368,26 @@ type SecuritySpec struct {
 	EnableAuth bool `json:"enableAuth,omitempty"`
 }
 
-// TLSSpec names the Secrets holding user-provided certificates. Each pair is
-// given together or not at all.
+// TLSSpec asks for certificates issued by the operator through cert-manager
+// (certManager), or names the Secrets holding user-provided certificates,
+// each pair given together or not at all.
 //
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.security.tls cannot change on an existing cluster: the operator does not roll TLS changes member by member yet, and a half-applied change would cut members off from each other; create a new EtcdCluster with the TLS settings you want and move the data to it"
+// +kubebuilder:validation:XValidation:rule="!has(self.certManager) || !(has(self.peerSecret) || has(self.peerTrustedCASecret) || has(self.serverSecret) || has(self.serverTrustedCASecret) || has(self.clientSecret) || has(self.clientTrustedCASecret))",message="spec.security.tls: certManager and the user-provided Secret fields (peerSecret, peerTrustedCASecret, serverSecret, serverTrustedCASecret, clientSecret, clientTrustedCASecret) exclude each other: remove certManager to bring your own certificates, or remove the Secret fields to have the operator issue them through cert-manager"
 // +kubebuilder:validation:XValidation:rule="has(self.peerSecret) == has(self.peerTrustedCASecret)",message="spec.security.tls: peerSecret and peerTrustedCASecret go together: set both (the members' peer certificate and the CA that signed it) or neither"
 // +kubebuilder:validation:XValidation:rule="has(self.serverSecret) == has(self.serverTrustedCASecret)",message="spec.security.tls: serverSecret and serverTrustedCASecret go together: set both (the members' serving certificate and the CA that signed it) or neither"
 // +kubebuilder:validation:XValidation:rule="has(self.clientSecret) == has(self.clientTrustedCASecret)",message="spec.security.tls: clientSecret and clientTrustedCASecret go together: set both (the operator's client certificate and the CA members trust for clients) or neither"
 // +kubebuilder:validation:XValidation:rule="!has(self.clientSecret) || has(self.serverSecret)",message="spec.security.tls: client certificates need TLS on the client port: set serverSecret and serverTrustedCASecret too"
 type TLSSpec struct {
+	// certManager has the operator issue the members' server and peer
+	// certificates and its own client certificate through cert-manager,
+	// into Secrets it owns, and renew them. Peer and client traffic are
+	// both encrypted and members require client certificates. Needs
+	// cert-manager (cert-manager.io/v1) installed.
+	//
+	// +optional
+	CertManager *CertManagerSpec `json:"certManager,omitempty"`
+
 	// peerTrustedCASecret is the Secret with ca.crt, the CA that signed the
 	// members' peer certificates.
 	//
@@ -422,6 +438,53 @@ type TLSSpec struct {
 	ClientSecret string `json:"clientSecret,omitempty"`
 }
 
+// CertManagerSpec says which cert-manager issuers sign the certificates of
+// an operator-managed cluster. Without issuers, the operator creates two
+// CAs per cluster (a self-signed Issuer signs a CA Certificate that backs
+// a CA Issuer): one for peer traffic, one for client traffic.
+type CertManagerSpec struct {
+	// issuerRef is the issuer that signs the members' server certificates
+	// and the client certificates; its Secrets must carry ca.crt (CA, Vault
+	// and self-signed issuers do). Without it the operator creates the
+	// cluster's client CA.
+	//
+	// +optional
+	IssuerRef *IssuerReference `json:"issuerRef,omitempty"`
+
+	// peerIssuerRef is the issuer that signs the members' peer
+	// certificates. Without it the operator creates the cluster's peer CA,
+	// so that a client certificate can never pass as a member.
+	//
+	// +optional
+	PeerIssuerRef *IssuerReference `json:"peerIssuerRef,omitempty"`
+}
+
+// IssuerReference names a cert-manager issuer.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.group) || self.group != 'cert-manager.io' || !has(self.kind) || self.kind in ['Issuer', 'ClusterIssuer']",message="kind of a cert-manager.io issuer is Issuer (in the cluster's namespace) or ClusterIssuer"
+type IssuerReference struct {
+	// name is the name of the issuer.
+	//
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// kind is Issuer (in the cluster's namespace) or ClusterIssuer, or the
+	// kind of an external issuer. Defaults to Issuer.
+	//
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:default=Issuer
+	// +optional
+	Kind string `json:"kind,omitempty"`
+
+	// group is the API group of the issuer. Defaults to cert-manager.io.
+	//
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:default=cert-manager.io
+	// +optional
+	Group string `json:"group,omitempty"`
+}
+
 // EtcdClusterStatus is the observed state of an etcd cluster.
 type EtcdClusterStatus struct {
 	// observedGeneration is the generation of the spec the status reflects.
@@ -448,6 +511,13 @@ type EtcdClusterStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ready Replicas"
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// updatedReplicas is the number of member Pods built from the current
+	// spec; the others are rolled one at a time.
+	//
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Updated Replicas"
+	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
 
 	// selector is the label selector of member Pods, for the scale
 	// subresource.

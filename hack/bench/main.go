@@ -2,7 +2,8 @@
 // median, minimum and maximum of several runs of each scenario: time from
 // apply to Ready for 1, 3 and 5 members, time per scale step, time back to
 // full strength after a member's Pod is deleted and after its data is lost,
-// and the operator's memory and CPU at rest. It is a benchmark, not a test:
+// time to roll a 3-member cluster to a new spec and the longest run of
+// failed writes during the roll, and the operator's memory and CPU at rest. It is a benchmark, not a test:
 // it asserts nothing beyond each scenario finishing. Run it with `make
 // bench`.
 package main
@@ -12,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +21,8 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -103,6 +107,12 @@ func run(root string, runs int) error {
 			}
 			record(name, d)
 		}
+		took, window, err := b.roll(ctx, fmt.Sprintf("roll-%d", i))
+		if err != nil {
+			return err
+		}
+		record("roll 3 members to new options (claims kept)", took)
+		record("longest write error window during the roll", window)
 	}
 	mem, cpu, err := b.operatorAtRest(10 * time.Second)
 	if err != nil {
@@ -209,6 +219,78 @@ func (b *bench) recover(ctx context.Context, name string, dataLoss bool) (time.D
 		return b.ready(ctx, cluster, 3)
 	})
 	return time.Since(start), err
+}
+
+// roll changes the options of a 3-member cluster with claims while a
+// writer writes through the client Service, and returns the time until
+// every member runs the new spec and the longest run of failed writes.
+func (b *bench) roll(ctx context.Context, name string) (time.Duration, time.Duration, error) {
+	cluster := b.cluster(name, 3, true)
+	if err := b.c.Create(ctx, cluster); err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = b.c.Delete(ctx, cluster) }()
+	if err := b.awaitReady(ctx, cluster, 3); err != nil {
+		return 0, 0, err
+	}
+	svc := &corev1.Service{}
+	if err := b.c.Get(ctx, client.ObjectKeyFromObject(cluster), svc); err != nil {
+		return 0, 0, err
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + net.JoinHostPort(svc.Spec.ClusterIP, "2379")}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = cli.Close() }()
+	wctx, stopWriter := context.WithCancel(ctx)
+	window := make(chan time.Duration)
+	go func() { window <- writeUntil(wctx, cli) }()
+
+	patch := client.MergeFrom(cluster.DeepCopy())
+	cluster.Spec.Options = map[string]string{"election-timeout": "1200"}
+	if err := b.c.Patch(ctx, cluster, patch); err != nil {
+		stopWriter()
+		<-window
+		return 0, 0, err
+	}
+	start := time.Now()
+	err = b.poll(ctx, func() error {
+		got := &etcdv1alpha1.EtcdCluster{}
+		if err := b.c.Get(ctx, client.ObjectKeyFromObject(cluster), got); err != nil {
+			return err
+		}
+		if got.Status.UpdatedReplicas != 3 {
+			return fmt.Errorf("%d of 3 members rolled", got.Status.UpdatedReplicas)
+		}
+		return b.ready(ctx, cluster, 3)
+	})
+	took := time.Since(start)
+	stopWriter()
+	return took, <-window, err
+}
+
+// writeUntil writes keys until ctx ends and returns the longest run of
+// failed writes.
+func writeUntil(ctx context.Context, cli *clientv3.Client) time.Duration {
+	var longest time.Duration
+	var failingSince time.Time
+	for i := 0; ctx.Err() == nil; i++ {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := cli.Put(cctx, fmt.Sprintf("/bench/%06d", i), "v")
+		cancel()
+		switch {
+		case err == nil && !failingSince.IsZero():
+			longest = max(longest, time.Since(failingSince))
+			failingSince = time.Time{}
+		case err != nil && ctx.Err() == nil && failingSince.IsZero():
+			failingSince = time.Now()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !failingSince.IsZero() {
+		longest = max(longest, time.Since(failingSince))
+	}
+	return longest
 }
 
 func (b *bench) cluster(name string, n int32, claims bool) *etcdv1alpha1.EtcdCluster {

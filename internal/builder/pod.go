@@ -1,9 +1,12 @@
 package builder
 
 import (
+	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,14 +51,14 @@ type Member struct {
 }
 
 // PeerURL is the peer URL of a member: its stable name under the headless
-// Service.
+// Service, https when peers use TLS.
 func PeerURL(c *etcdv1alpha1.EtcdCluster, member string) string {
-	return fmt.Sprintf("http://%s:%d", MemberHost(c, member), PeerPort)
+	return fmt.Sprintf("%s://%s:%d", scheme(c.Spec.Security.PeerTLS()), MemberHost(c, member), PeerPort)
 }
 
-// ClientURL is the client URL of a member.
+// ClientURL is the client URL of a member, https when clients use TLS.
 func ClientURL(c *etcdv1alpha1.EtcdCluster, member string) string {
-	return fmt.Sprintf("http://%s:%d", MemberHost(c, member), ClientPort)
+	return fmt.Sprintf("%s://%s:%d", scheme(c.Spec.Security.ClientTLS()), MemberHost(c, member), ClientPort)
 }
 
 // MemberHost is the DNS name of a member:
@@ -107,8 +110,47 @@ func MemberLabels(c *etcdv1alpha1.EtcdCluster, member string, extra map[string]s
 	return labels
 }
 
-// MemberPod builds the Pod of a member from the cluster's podTemplate.
+// MemberPod builds the Pod of a member from the cluster's podTemplate,
+// annotated with the hash of what shapes every member's Pod.
 func MemberPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
+	pod := memberPod(c, m)
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[etcdv1alpha1.AnnotationPodSpecHash] = PodSpecHash(c)
+	return pod
+}
+
+// PodSpecHash hashes what shapes every member's Pod (the image, options,
+// pod template, storage kind, TLS): the Pod of one placeholder member,
+// built from the spec alone. A member whose Pod carries another hash is
+// rolled. Annotations of the EtcdCluster (which only matter to a new
+// cluster's token) do not count.
+func PodSpecHash(c *etcdv1alpha1.EtcdCluster) string {
+	cc := c.DeepCopy()
+	cc.Annotations = nil
+	pod := memberPod(cc, Member{Name: "member", ClusterState: ClusterStateExisting})
+	// Pod specs hold no channels, functions or NaNs: Marshal cannot fail.
+	data, _ := json.Marshal(struct {
+		Labels, Annotations map[string]string
+		Spec                corev1.PodSpec
+	}{pod.Labels, pod.Annotations, pod.Spec})
+	h := fnv.New64a()
+	_, _ = h.Write(data)
+	return strconv.FormatUint(h.Sum64(), 36)
+}
+
+// EtcdImage is the image of the members' etcd container.
+func EtcdImage(c *etcdv1alpha1.EtcdCluster) string {
+	for _, ctr := range c.Spec.PodTemplate.Spec.Containers {
+		if ctr.Name == EtcdContainerName && ctr.Image != "" {
+			return ctr.Image
+		}
+	}
+	return DefaultEtcdImage
+}
+
+func memberPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 	tmpl := c.Spec.PodTemplate.DeepCopy()
 	spec := tmpl.Spec
 	pod := &corev1.Pod{
@@ -136,7 +178,7 @@ func MemberPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 			SchedulerName:                 spec.SchedulerName,
 			RuntimeClassName:              spec.RuntimeClassName,
 			ReadinessGates:                spec.ReadinessGates,
-			Volumes:                       append([]corev1.Volume{dataVolume(c, m.Name)}, spec.Volumes...),
+			Volumes:                       append(operatorVolumes(c, m.Name), spec.Volumes...),
 		},
 	}
 	etcd := etcdContainer(c, m)
@@ -192,7 +234,7 @@ func etcdContainer(c *etcdv1alpha1.EtcdCluster, m Member) corev1.Container {
 		StartupProbe:   probe("/livez", 5, 60),
 		LivenessProbe:  probe("/livez", 10, 3),
 		ReadinessProbe: probe("/readyz", 5, 3),
-		VolumeMounts:   []corev1.VolumeMount{{Name: DataVolumeName, MountPath: DataDir}},
+		VolumeMounts:   operatorMounts(c),
 	}
 }
 
@@ -203,8 +245,8 @@ func EtcdArgs(c *etcdv1alpha1.EtcdCluster, m Member) []string {
 	args := []string{
 		"--name=" + m.Name,
 		"--data-dir=" + DataDir,
-		fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", PeerPort),
-		fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", ClientPort),
+		fmt.Sprintf("--listen-peer-urls=%s://0.0.0.0:%d", scheme(c.Spec.Security.PeerTLS()), PeerPort),
+		fmt.Sprintf("--listen-client-urls=%s://0.0.0.0:%d", scheme(c.Spec.Security.ClientTLS()), ClientPort),
 		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", MetricsPort),
 		"--initial-advertise-peer-urls=" + PeerURL(c, m.Name),
 		"--advertise-client-urls=" + ClientURL(c, m.Name),
@@ -212,6 +254,7 @@ func EtcdArgs(c *etcdv1alpha1.EtcdCluster, m Member) []string {
 		"--initial-cluster-state=" + m.ClusterState,
 		"--initial-cluster-token=" + ClusterToken(c),
 	}
+	args = append(args, tlsArgs(c)...)
 	for _, k := range slices.Sorted(maps.Keys(c.Spec.Options)) {
 		args = append(args, "--"+k+"="+c.Spec.Options[k])
 	}

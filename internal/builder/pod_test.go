@@ -176,3 +176,42 @@ func TestInitialCluster(t *testing.T) {
 	got := InitialCluster(map[string]string{"b": "http://b:2380", "a": "http://a:2380"})
 	checkEqual(t, got, "a=http://a:2380,b=http://b:2380")
 }
+
+func TestPodSpecHash(t *testing.T) {
+	t.Parallel()
+	claim := func(size string) etcdv1alpha1.StorageSpec {
+		return etcdv1alpha1.StorageSpec{VolumeClaimTemplate: &etcdv1alpha1.EmbeddedPersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
+		}}}
+	}
+	image := func(img string) etcdv1alpha1.PodTemplate {
+		return etcdv1alpha1.PodTemplate{Spec: etcdv1alpha1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Image: img}}}}
+	}
+	base := newCluster("a").withStorage(claim("1Gi")).obj()
+	tests := []struct {
+		name    string
+		cluster *etcdv1alpha1.EtcdCluster
+		rolls   bool
+	}{
+		{"same spec", newCluster("a").withStorage(claim("1Gi")).obj(), false},
+		{"replicas", newCluster("a").withStorage(claim("1Gi")).withReplicas(5).obj(), false},
+		{"claim size (grown in place)", newCluster("a").withStorage(claim("2Gi")).obj(), false},
+		{"an option", newCluster("a").withStorage(claim("1Gi")).withOptions(map[string]string{"election-timeout": "2000"}).obj(), true},
+		{"the image", newCluster("a").withStorage(claim("1Gi")).withPodTemplate(image("quay.io/coreos/etcd:v3.5.21")).obj(), true},
+		{"the storage kind", newCluster("a").obj(), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if rolls := PodSpecHash(tt.cluster) != PodSpecHash(base); rolls != tt.rolls {
+				t.Errorf("hash changed = %v, want %v", rolls, tt.rolls)
+			}
+		})
+	}
+	annotated := base.DeepCopy()
+	annotated.Annotations = map[string]string{etcdv1alpha1.AnnotationStartEmpty: "1"}
+	checkEqual(t, PodSpecHash(annotated), PodSpecHash(base))
+	checkEqual(t, MemberPod(base, seedMember).Annotations[etcdv1alpha1.AnnotationPodSpecHash], PodSpecHash(base))
+	checkEqual(t, EtcdImage(base), DefaultEtcdImage)
+	checkEqual(t, EtcdImage(newCluster("a").withPodTemplate(image("etcd:v3.5.21")).obj()), "etcd:v3.5.21")
+}

@@ -46,6 +46,11 @@ func (w *writer) run(ctx context.Context) {
 		w.mu.Unlock()
 		time.Sleep(20 * time.Millisecond)
 	}
+	if !failingSince.IsZero() {
+		w.mu.Lock()
+		w.longest = max(w.longest, time.Since(failingSince))
+		w.mu.Unlock()
+	}
 }
 
 // startWriter starts a writer on cli. The function it returns stops it,

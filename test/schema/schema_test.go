@@ -210,9 +210,13 @@ var invalidObjects = []invalid{
 	{"server certificate without its CA", "security: {tls: {serverSecret: server}}", "spec.security.tls: serverSecret and serverTrustedCASecret go together"},
 	{"client certificate without its CA", "security: {tls: {serverSecret: s, serverTrustedCASecret: s-ca, clientSecret: client}}", "spec.security.tls: clientSecret and clientTrustedCASecret go together"},
 	{"client certificates without server TLS", "security: {tls: {clientSecret: c, clientTrustedCASecret: c-ca}}", "spec.security.tls: client certificates need TLS on the client port: set serverSecret and serverTrustedCASecret too"},
-	{"auth without client TLS", "security: {enableAuth: true}", "spec.security.enableAuth needs client TLS: set spec.security.tls.clientSecret and clientTrustedCASecret"},
+	{"auth without client TLS", "security: {enableAuth: true}", "spec.security.enableAuth needs client TLS: set spec.security.tls.certManager, or spec.security.tls.clientSecret and clientTrustedCASecret"},
 	{"auth with server TLS only", "security: {enableAuth: true, tls: {serverSecret: s, serverTrustedCASecret: s-ca}}", "spec.security.enableAuth needs client TLS"},
 	{"secret name with upper case", "security: {tls: {peerSecret: Peer_TLS, peerTrustedCASecret: peer-ca}}", "spec.security.tls.peerSecret: Invalid value: \"Peer_TLS\": must be the name of a Secret in the cluster's namespace"},
+	{"cert-manager and user Secrets together", "security: {tls: {certManager: {}, serverSecret: s, serverTrustedCASecret: s-ca}}", "spec.security.tls: certManager and the user-provided Secret fields (peerSecret, peerTrustedCASecret, serverSecret, serverTrustedCASecret, clientSecret, clientTrustedCASecret) exclude each other: remove certManager to bring your own certificates, or remove the Secret fields"},
+	{"issuerRef without a name", "security: {tls: {certManager: {issuerRef: {kind: ClusterIssuer}}}}", "spec.security.tls.certManager.issuerRef.name: Required value"},
+	{"cert-manager issuer of another kind", "security: {tls: {certManager: {issuerRef: {name: ca, kind: Certificate}}}}", "kind of a cert-manager.io issuer is Issuer (in the cluster's namespace) or ClusterIssuer"},
+	{"peer issuer of another kind", "security: {tls: {certManager: {peerIssuerRef: {name: ca, kind: Secret, group: cert-manager.io}}}}", "spec.security.tls.certManager.peerIssuerRef: Invalid value: kind of a cert-manager.io issuer is Issuer"},
 
 	// podTemplate
 	{"operator label on pods", "podTemplate: {metadata: {labels: {etcd.aenix.io/member: x}}}", "spec.podTemplate.metadata.labels: keys with the etcd.aenix.io/ prefix are set by the operator"},
@@ -324,6 +328,35 @@ var updates = []update{
 		before: "{replicas: 5, podDisruptionBudgetTemplate: {spec: {minAvailable: 4}}}",
 		after:  "{replicas: 3, podDisruptionBudgetTemplate: {spec: {minAvailable: 4}}}",
 		want:   "spec.podDisruptionBudgetTemplate.spec.minAvailable is more than spec.replicas",
+	},
+	{
+		name:   "TLS added",
+		before: "replicas: 3",
+		after:  "{replicas: 3, security: {tls: {certManager: {}}}}",
+		want:   "spec.security.tls cannot be added to or removed from an existing cluster: the operator does not roll TLS changes member by member yet",
+	},
+	{
+		name:   "TLS removed",
+		before: "security: {tls: {serverSecret: s, serverTrustedCASecret: s-ca}}",
+		after:  "security: {enableAuth: false}",
+		want:   "spec.security.tls cannot be added to or removed from an existing cluster",
+	},
+	{
+		name:   "TLS mode changed",
+		before: "security: {tls: {serverSecret: s, serverTrustedCASecret: s-ca}}",
+		after:  "security: {tls: {certManager: {}}}",
+		want:   "spec.security.tls cannot change on an existing cluster: the operator does not roll TLS changes member by member yet",
+	},
+	{
+		name:   "issuer changed",
+		before: "security: {tls: {certManager: {}}}",
+		after:  "security: {tls: {certManager: {issuerRef: {name: corp-ca, kind: ClusterIssuer}}}}",
+		want:   "spec.security.tls cannot change on an existing cluster",
+	},
+	{
+		name:   "scale a managed-TLS cluster",
+		before: "{replicas: 3, security: {tls: {certManager: {issuerRef: {name: corp-ca}}}}}",
+		after:  "{replicas: 5, security: {tls: {certManager: {issuerRef: {name: corp-ca}}}}}",
 	},
 	{
 		name:   "options and scale change",

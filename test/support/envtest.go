@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -21,6 +22,9 @@ func Scheme() *runtime.Scheme {
 		panic(err) // static registrations do not fail
 	}
 	if err := etcdv1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := cmapi.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	return s

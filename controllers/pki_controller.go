@@ -1,0 +1,244 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
+	"github.com/etcd-operator/etcd-operator/internal/pki"
+)
+
+// PKIFieldManager is the field manager of the PKI reconciler: the
+// cert-manager objects it applies and the CertificatesReady condition.
+const PKIFieldManager = "etcd-operator-pki"
+
+// Waits of the PKI reconciler. Certificates and Secrets are watched; these
+// only bound how stale the condition can get.
+const (
+	certManagerMissingRequeue = time.Minute
+	certificatesRecheck       = time.Hour
+)
+
+// PKIReconciler owns the certificates of clusters with TLS: in
+// operator-managed mode it applies the cert-manager Issuers and
+// Certificates that issue them; in both modes it checks the Secrets the
+// members and the operator use and reports the CertificatesReady
+// condition, with the nearest expiry. It never writes a Secret: the
+// user's are read only, the operator's are cert-manager's to write.
+type PKIReconciler struct {
+	client.Client
+	Recorder recorder.EventRecorder
+	// CertManager tells whether the cert-manager API is served; without it
+	// operator-managed clusters are reported waiting for it.
+	CertManager bool
+}
+
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates;issuers,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+
+// Reconcile issues (managed mode) and checks the certificates of one
+// cluster. Failures return an error; RequeueAfter is only for known waits.
+func (r *PKIReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
+	defer func() { countError(req.Namespace, req.Name, "pki", err) }()
+	c := &etcdv1alpha1.EtcdCluster{}
+	if err := r.Get(ctx, req.NamespacedName, c); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !c.DeletionTimestamp.IsZero() || !c.Spec.Security.TLSEnabled() {
+		return ctrl.Result{}, nil
+	}
+	now := time.Now()
+	cond, wait, err := r.certificates(ctx, c, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if old := meta.FindStatusCondition(c.Status.Conditions, cond.Type); cond.Status == metav1.ConditionFalse && (old == nil || old.Message != cond.Message) {
+		r.event(c, corev1.EventTypeWarning, cond.Reason, "%s", cond.Message)
+	}
+	if err := applyStatus(ctx, r.Client, c, PKIFieldManager, statusPatch{conditions: []metav1.Condition{cond}}); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: wait}, nil
+}
+
+// certificates is the step list of a pass: apply the cert-manager objects
+// (managed mode), wait for cert-manager to issue, check the Secrets.
+func (r *PKIReconciler) certificates(ctx context.Context, c *etcdv1alpha1.EtcdCluster, now time.Time) (metav1.Condition, time.Duration, error) {
+	if c.Spec.Security.ManagedTLS() {
+		if !r.CertManager {
+			return pki.Condition(c, pki.ReasonCertManagerMissing, []string{"The cert-manager API (cert-manager.io/v1) is not installed: install cert-manager, then restart the operator"}, time.Time{}, now), certManagerMissingRequeue, nil
+		}
+		if err := r.applyCertManagerObjects(ctx, c); err != nil {
+			return metav1.Condition{}, 0, err
+		}
+		issuing, err := r.issuing(ctx, c)
+		if err != nil || len(issuing) > 0 {
+			return pki.Condition(c, pki.ReasonIssuing, issuing, time.Time{}, now), 0, err
+		}
+	}
+	var problems []string
+	var nearest time.Time
+	for _, n := range pki.Needs(builder.TLSSourcesOf(c)) {
+		s := &corev1.Secret{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: n.Secret}, s); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return metav1.Condition{}, 0, err
+			}
+			s = nil
+		}
+		expiry, err := pki.Check(n, s)
+		switch {
+		case err != nil:
+			problems = append(problems, err.Error())
+		case !expiry.After(now):
+			problems = append(problems, fmt.Sprintf("Secret %s holds a certificate that expired at %s", n.Secret, expiry.UTC().Format(time.RFC3339)))
+		case nearest.IsZero() || expiry.Before(nearest):
+			nearest = expiry
+		}
+	}
+	if len(problems) > 0 {
+		return pki.Condition(c, pki.ReasonSecretInvalid, problems, time.Time{}, now), 0, nil
+	}
+	// Look again when the nearest certificate expires, to report it.
+	return pki.Condition(c, "", nil, nearest, now), min(nearest.Sub(now)+time.Second, certificatesRecheck), nil
+}
+
+// applyCertManagerObjects server-side applies the cluster's Issuers and
+// Certificates.
+func (r *PKIReconciler) applyCertManagerObjects(ctx context.Context, c *etcdv1alpha1.EtcdCluster) error {
+	var objs []client.Object
+	for _, i := range pki.Issuers(c) {
+		objs = append(objs, i)
+	}
+	for _, cert := range pki.Certificates(c) {
+		objs = append(objs, cert)
+	}
+	for _, obj := range objs {
+		gvk, err := apiutil.GVKForObject(obj, r.Scheme())
+		if err != nil {
+			return err
+		}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			return err
+		}
+		delete(u, "status")
+		if md, ok := u["metadata"].(map[string]any); ok {
+			delete(md, "creationTimestamp")
+		}
+		uo := &unstructured.Unstructured{Object: u}
+		uo.SetGroupVersionKind(gvk)
+		if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(uo), client.FieldOwner(PKIFieldManager), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// issuing names the cluster's Certificates that cert-manager has not
+// issued (Ready) yet, and why.
+func (r *PKIReconciler) issuing(ctx context.Context, c *etcdv1alpha1.EtcdCluster) ([]string, error) {
+	var waiting []string
+	for _, want := range pki.Certificates(c) {
+		got := &cmapi.Certificate{}
+		if err := r.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
+			return nil, err
+		}
+		ready := false
+		why := "cert-manager has not looked at it yet"
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == cmapi.CertificateConditionReady {
+				ready = cond.Status == cmmeta.ConditionTrue && cond.ObservedGeneration == got.Generation
+				why = cond.Reason + ": " + cond.Message
+			}
+		}
+		if !ready {
+			waiting = append(waiting, fmt.Sprintf("Certificate %s is not issued yet (%s)", got.Name, why))
+		}
+	}
+	return waiting, nil
+}
+
+// certificatesWait turns the creation of a member Pod into a wait while the
+// cluster's certificates are not ready (as the PKI reconciler reports in
+// CertificatesReady): the Pod could not start without its Secrets, and a
+// Pod waiting on a missing Secret says nothing in the cluster's status.
+func certificatesWait(c *etcdv1alpha1.EtcdCluster, a action) action {
+	if (a.kind != actCreateSeed && a.kind != actCreatePod) || !c.Spec.Security.TLSEnabled() {
+		return a
+	}
+	cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionCertificatesReady)
+	if cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == c.Generation {
+		return a
+	}
+	why := "the PKI reconciler has not checked them yet"
+	if cond != nil && cond.Status == metav1.ConditionFalse {
+		why = cond.Message
+	}
+	return action{kind: actWait, member: a.member, reason: "waiting for the certificates before creating the member's Pod: " + why}
+}
+
+func (r *PKIReconciler) event(c *etcdv1alpha1.EtcdCluster, eventType, reason, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(c, nil, eventType, reason, "Certificates", format, args...)
+	}
+}
+
+// clustersUsingSecret maps a Secret to the clusters of its namespace whose
+// TLS uses it.
+func (r *PKIReconciler) clustersUsingSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+	clusters := &etcdv1alpha1.EtcdClusterList{}
+	if err := r.List(ctx, clusters, client.InNamespace(obj.GetNamespace())); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range clusters.Items {
+		c := &clusters.Items[i]
+		for _, n := range pki.Needs(builder.TLSSourcesOf(c)) {
+			if n.Secret == obj.GetName() {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(c)})
+				break
+			}
+		}
+	}
+	return reqs
+}
+
+// SetupWithManager registers the reconciler with mgr. The Certificates it
+// owns are watched only when cert-manager's API is served.
+func (r *PKIReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&etcdv1alpha1.EtcdCluster{}, ctrlbuilder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.clustersUsingSecret)).
+		Named("etcdcluster-pki")
+	if r.CertManager {
+		b = b.Owns(&cmapi.Certificate{})
+	}
+	return b.Complete(r)
+}
+
+// CertManagerInstalled tells whether the API server serves cert-manager's
+// Certificates.
+func CertManagerInstalled(mapper meta.RESTMapper) bool {
+	_, err := mapper.RESTMapping(cmapi.SchemeGroupVersion.WithKind("Certificate").GroupKind(), cmapi.SchemeGroupVersion.Version)
+	return err == nil
+}

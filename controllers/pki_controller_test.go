@@ -1,0 +1,136 @@
+package controllers
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/pki"
+)
+
+// testPair is a self-signed certificate and its key, in PEM.
+func testPair(t *testing.T) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test"}, IsCA: true, BasicConstraintsValid: true,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(240 * time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalECPrivateKey(key)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
+
+// TestUserSecretsAreValidated checks that a cluster with user-provided
+// Secrets gets no member Pod while a Secret is missing or lacks a key,
+// that the condition names them, and that the operator never writes them.
+func TestUserSecretsAreValidated(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	cluster := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "user-tls"},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Security: &etcdv1alpha1.SecuritySpec{TLS: &etcdv1alpha1.TLSSpec{
+			PeerSecret: "peer", PeerTrustedCASecret: "ca", ServerSecret: "server", ServerTrustedCASecret: "ca",
+		}}},
+	}
+	if err := k8sClient.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	awaitMessage := func(condType string, status metav1.ConditionStatus, says string) {
+		t.Helper()
+		eventually(t, 20*time.Second, condType+" saying "+says, func() error {
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(cluster.Status.Conditions, condType)
+			if c == nil || c.Status != status || !strings.Contains(c.Message, says) {
+				return fmt.Errorf("%s is %v", condType, c)
+			}
+			return nil
+		})
+	}
+	awaitMessage(etcdv1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, "Secret ca does not exist; Secret peer does not exist; Secret server does not exist")
+	awaitMessage(etcdv1alpha1.ConditionProgressing, metav1.ConditionTrue, "waiting for the certificates before creating the member's Pod: Secret ca does not exist")
+	if !hasManagedStatus(cluster, PKIFieldManager) {
+		t.Errorf("status is not owned by field manager %s", PKIFieldManager)
+	}
+
+	certPEM, keyPEM := testPair(t)
+	secrets := []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ca"}, Data: map[string][]byte{"ca.crt": certPEM}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "peer"}, Data: map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "server"}, Data: map[string][]byte{"tls.crt": certPEM}},
+	}
+	for _, s := range secrets {
+		if err := k8sClient.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitMessage(etcdv1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, "Secret server has no tls.key")
+	pods := &corev1.PodList{}
+	if err := k8sClient.List(ctx, pods, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) > 0 {
+		t.Fatalf("%d Pods created while the certificates are not ready", len(pods.Items))
+	}
+
+	secrets[2].Data["tls.key"] = keyPEM
+	if err := k8sClient.Update(ctx, secrets[2]); err != nil {
+		t.Fatal(err)
+	}
+	awaitMessage(etcdv1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, "the nearest expires at")
+	eventually(t, 20*time.Second, "the first member's Pod", func() error {
+		return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "user-tls-0"}, &corev1.Pod{})
+	})
+	for _, s := range secrets {
+		got := &corev1.Secret{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(s), got); err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range got.ManagedFields {
+			if strings.HasPrefix(mf.Manager, "etcd-operator") {
+				t.Errorf("the operator wrote the user's Secret %s", s.Name)
+			}
+		}
+	}
+}
+
+// TestManagedTLSWaitsForCertManager checks that without cert-manager an
+// operator-managed cluster says so and creates no Pod.
+func TestManagedTLSWaitsForCertManager(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cluster := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: newNamespace(ctx, t), Name: "managed"},
+		Spec:       etcdv1alpha1.EtcdClusterSpec{Security: &etcdv1alpha1.SecuritySpec{TLS: &etcdv1alpha1.TLSSpec{CertManager: &etcdv1alpha1.CertManagerSpec{}}}},
+	}
+	if err := k8sClient.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	awaitCondition(ctx, t, cluster, etcdv1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, pki.ReasonCertManagerMissing)
+	pods := &corev1.PodList{}
+	if err := k8sClient.List(ctx, pods, client.InNamespace(cluster.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) > 0 {
+		t.Fatalf("%d Pods created without certificates", len(pods.Items))
+	}
+}

@@ -1,0 +1,188 @@
+// Package pki builds the cert-manager objects of a cluster whose
+// certificates the operator manages, and checks the certificate Secrets a
+// cluster uses. Everything here is pure: no client, no I/O.
+package pki
+
+import (
+	"fmt"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
+)
+
+// RootCommonName is the common name of the operator's client
+// certificate: etcd maps it to the root user when auth is on.
+const RootCommonName = "root"
+
+// Lifetimes of the certificates the operator asks for. Leaves are renewed
+// by cert-manager a third of their lifetime before they expire and picked
+// up by etcd without a restart; CAs live long because replacing one needs
+// a trust bundle roll the operator does not do yet.
+var (
+	caDuration   = metav1.Duration{Duration: 10 * 365 * 24 * time.Hour}
+	leafDuration = metav1.Duration{Duration: 90 * 24 * time.Hour}
+	leafRenewal  = metav1.Duration{Duration: 30 * 24 * time.Hour}
+)
+
+// SelfSignedIssuerName is the Issuer that signs the cluster's CAs.
+func SelfSignedIssuerName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + "-selfsigned" }
+
+// ClientCAName names the Certificate, Secret and Issuer of the CA that
+// signs the cluster's server and client certificates.
+func ClientCAName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + "-ca" }
+
+// PeerCAName names the Certificate, Secret and Issuer of the CA that signs
+// the cluster's peer certificates.
+func PeerCAName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + "-peer-ca" }
+
+// clientIssuer and peerIssuer are the issuers of the leaves: the user's,
+// or the operator's CA Issuers.
+func clientIssuer(c *etcdv1alpha1.EtcdCluster) cmmeta.IssuerReference {
+	if ref := c.Spec.Security.TLS.CertManager.IssuerRef; ref != nil {
+		return issuerRef(ref)
+	}
+	return cmmeta.IssuerReference{Name: ClientCAName(c), Kind: cmapi.IssuerKind, Group: "cert-manager.io"}
+}
+
+func peerIssuer(c *etcdv1alpha1.EtcdCluster) cmmeta.IssuerReference {
+	if ref := c.Spec.Security.TLS.CertManager.PeerIssuerRef; ref != nil {
+		return issuerRef(ref)
+	}
+	return cmmeta.IssuerReference{Name: PeerCAName(c), Kind: cmapi.IssuerKind, Group: "cert-manager.io"}
+}
+
+func issuerRef(ref *etcdv1alpha1.IssuerReference) cmmeta.IssuerReference {
+	r := cmmeta.IssuerReference{Name: ref.Name, Kind: ref.Kind, Group: ref.Group}
+	if r.Kind == "" {
+		r.Kind = cmapi.IssuerKind
+	}
+	if r.Group == "" {
+		r.Group = "cert-manager.io"
+	}
+	return r
+}
+
+// ownCAs are the CAs the operator creates: the client CA unless issuerRef
+// is given, the peer CA unless peerIssuerRef is.
+func ownCAs(c *etcdv1alpha1.EtcdCluster) []string {
+	cm := c.Spec.Security.TLS.CertManager
+	var cas []string
+	if cm.IssuerRef == nil {
+		cas = append(cas, ClientCAName(c))
+	}
+	if cm.PeerIssuerRef == nil {
+		cas = append(cas, PeerCAName(c))
+	}
+	return cas
+}
+
+func objectMeta(c *etcdv1alpha1.EtcdCluster, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:            name,
+		Namespace:       c.Namespace,
+		Labels:          builder.ClusterLabels(c),
+		OwnerReferences: []metav1.OwnerReference{builder.OwnerReference(c)},
+	}
+}
+
+// Issuers are the Issuers of a cluster in operator-managed mode: the
+// self-signed bootstrap Issuer and a CA Issuer per CA the operator
+// creates; none when the user names every issuer.
+func Issuers(c *etcdv1alpha1.EtcdCluster) []*cmapi.Issuer {
+	cas := ownCAs(c)
+	if len(cas) == 0 {
+		return nil
+	}
+	issuers := []*cmapi.Issuer{{
+		ObjectMeta: objectMeta(c, SelfSignedIssuerName(c)),
+		Spec:       cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{SelfSigned: &cmapi.SelfSignedIssuer{}}},
+	}}
+	for _, ca := range cas {
+		issuers = append(issuers, &cmapi.Issuer{
+			ObjectMeta: objectMeta(c, ca),
+			Spec:       cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{CA: &cmapi.CAIssuer{SecretName: ca}}},
+		})
+	}
+	return issuers
+}
+
+// Certificates are the Certificates of a cluster in operator-managed mode:
+// the operator's CAs, then the members' server and peer certificates and
+// the operator's own client certificate (CN root).
+func Certificates(c *etcdv1alpha1.EtcdCluster) []*cmapi.Certificate {
+	var certs []*cmapi.Certificate
+	for _, ca := range ownCAs(c) {
+		certs = append(certs, &cmapi.Certificate{
+			ObjectMeta: objectMeta(c, ca),
+			Spec: cmapi.CertificateSpec{
+				IsCA:           true,
+				CommonName:     fmt.Sprintf("%s.%s etcd %s", c.Name, c.Namespace, caRole(c, ca)),
+				SecretName:     ca,
+				Duration:       &caDuration,
+				PrivateKey:     privateKey(),
+				IssuerRef:      cmmeta.IssuerReference{Name: SelfSignedIssuerName(c), Kind: cmapi.IssuerKind, Group: "cert-manager.io"},
+				SecretTemplate: &cmapi.CertificateSecretTemplate{Labels: builder.ClusterLabels(c)},
+			},
+		})
+	}
+	leaf := func(name, cn string, dns []string, ips []string, issuer cmmeta.IssuerReference, usages ...cmapi.KeyUsage) *cmapi.Certificate {
+		return &cmapi.Certificate{
+			ObjectMeta: objectMeta(c, name),
+			Spec: cmapi.CertificateSpec{
+				CommonName:     cn,
+				DNSNames:       dns,
+				IPAddresses:    ips,
+				SecretName:     name,
+				Duration:       &leafDuration,
+				RenewBefore:    &leafRenewal,
+				PrivateKey:     privateKey(),
+				Usages:         append([]cmapi.KeyUsage{cmapi.UsageDigitalSignature, cmapi.UsageKeyEncipherment}, usages...),
+				IssuerRef:      issuer,
+				SecretTemplate: &cmapi.CertificateSecretTemplate{Labels: builder.ClusterLabels(c)},
+			},
+		}
+	}
+	return append(certs,
+		// The server certificate is a client certificate too: etcd's
+		// gRPC gateway dials its own member with it.
+		leaf(builder.ServerTLSSecretName(c), c.Name, ServerDNSNames(c), []string{"127.0.0.1", "::1"}, clientIssuer(c), cmapi.UsageServerAuth, cmapi.UsageClientAuth),
+		leaf(builder.PeerTLSSecretName(c), c.Name, PeerDNSNames(c), nil, peerIssuer(c), cmapi.UsageServerAuth, cmapi.UsageClientAuth),
+		leaf(builder.ClientTLSSecretName(c), RootCommonName, nil, nil, clientIssuer(c), cmapi.UsageClientAuth),
+	)
+}
+
+// caRole is how a CA's common name says what it signs.
+func caRole(c *etcdv1alpha1.EtcdCluster, ca string) string {
+	if ca == PeerCAName(c) {
+		return "peer CA"
+	}
+	return "client CA"
+}
+
+// privateKey is the key every certificate gets: ECDSA P-256, replaced at
+// every renewal.
+func privateKey() *cmapi.CertificatePrivateKey {
+	return &cmapi.CertificatePrivateKey{Algorithm: cmapi.ECDSAKeyAlgorithm, Size: 256, RotationPolicy: cmapi.RotationPolicyAlways}
+}
+
+// PeerDNSNames are the names members reach each other by: every member
+// under the headless Service, short and with the cluster domain.
+func PeerDNSNames(c *etcdv1alpha1.EtcdCluster) []string {
+	headless := fmt.Sprintf("%s.%s.svc", builder.HeadlessServiceName(c), c.Namespace)
+	return []string{"*." + headless, "*." + headless + ".cluster.local"}
+}
+
+// ServerDNSNames are the names clients reach members by: every member, the
+// client Service in short, namespaced and fully qualified forms, and
+// localhost.
+func ServerDNSNames(c *etcdv1alpha1.EtcdCluster) []string {
+	svc := builder.ClientServiceName(c)
+	return append(PeerDNSNames(c),
+		svc, svc+"."+c.Namespace, svc+"."+c.Namespace+".svc", svc+"."+c.Namespace+".svc.cluster.local",
+		"localhost")
+}

@@ -1,0 +1,357 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
+	"github.com/etcd-operator/etcd-operator/test/support"
+)
+
+var certManagerOnce sync.Once
+
+// ensureCertManager installs cert-manager on the local cluster, as the
+// demo does, and restarts the operator so it sees cert-manager's API.
+func ensureCertManager(t *testing.T) {
+	t.Helper()
+	var err error
+	certManagerOnce.Do(func() {
+		install := exec.Command(env.Root+"/hack/localcluster/install-cert-manager.sh", env.Bin("kubectl-v1.37.2"))
+		install.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig())
+		if out, ierr := install.CombinedOutput(); ierr != nil {
+			err = fmt.Errorf("installing cert-manager: %w\n%s", ierr, out)
+			return
+		}
+		err = env.InstallOperator()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tlsClient connects to a cluster through its client Service with the CA
+// and, when cert is given, the client certificate.
+func tlsClient(ctx context.Context, t *testing.T, ns, name string, roots *x509.CertPool, cert *tls.Certificate) *clientv3.Client {
+	t.Helper()
+	svc := &corev1.Service{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &tls.Config{RootCAs: roots, ServerName: name + "." + ns + ".svc", MinVersion: tls.VersionTLS12}
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{"https://" + net.JoinHostPort(svc.Spec.ClusterIP, "2379")},
+		DialTimeout: 5 * time.Second,
+		TLS:         cfg,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// secretPair reads a certificate Secret: its key pair and a pool of its
+// ca.crt.
+func secretPair(ctx context.Context, t *testing.T, ns, name string) (*tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(s.Data["tls.crt"], s.Data["tls.key"])
+	if err != nil {
+		t.Fatalf("Secret %s: %v", name, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(s.Data["ca.crt"]) {
+		t.Fatalf("Secret %s has no ca.crt", name)
+	}
+	return &pair, pool
+}
+
+// foreignClientCert is a client certificate with CN root from a CA the
+// cluster has never seen.
+func foreignClientCert(t *testing.T) *tls.Certificate {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "foreign CA"}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "root"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// assertTLSAccess checks that a client with the cluster's client
+// certificate reads and writes, and that one without a certificate, or
+// with one from another CA, is refused.
+func assertTLSAccess(ctx context.Context, t *testing.T, ns, name string, roots *x509.CertPool, cert *tls.Certificate) {
+	t.Helper()
+	good := tlsClient(ctx, t, ns, name, roots, cert)
+	support.Eventually(t, time.Minute, "a write and a read with the client certificate", func() error {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, err := good.Put(cctx, "/tls/key", "value"); err != nil {
+			return err
+		}
+		resp, err := good.Get(cctx, "/tls/key")
+		if err != nil {
+			return err
+		}
+		if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "value" {
+			return fmt.Errorf("read back %v", resp.Kvs)
+		}
+		return nil
+	})
+	for what, c := range map[string]*tls.Certificate{"no client certificate": nil, "a client certificate of another CA": foreignClientCert(t)} {
+		cli := tlsClient(ctx, t, ns, name, roots, c)
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err := cli.Put(cctx, "/tls/intruder", "x")
+		cancel()
+		if err == nil {
+			t.Errorf("a client with %s could write", what)
+		} else {
+			t.Logf("a client with %s is refused: %v", what, err)
+		}
+	}
+}
+
+// assertServedChain checks, at the TLS level, the certificate a member
+// serves on the client Service: it chains to the CA and names the
+// members, the Service and localhost.
+func assertServedChain(ctx context.Context, t *testing.T, ns, name string, roots *x509.CertPool, cert *tls.Certificate) {
+	t.Helper()
+	svc := &corev1.Service{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", net.JoinHostPort(svc.Spec.ClusterIP, "2379"),
+		&tls.Config{RootCAs: roots, ServerName: name + "." + ns + ".svc", Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatalf("TLS handshake with the client Service: %v", err)
+	}
+	defer func() { _ = conn.Close() }()
+	st := conn.ConnectionState()
+	if len(st.VerifiedChains) == 0 {
+		t.Fatal("the served certificate does not chain to the CA")
+	}
+	leaf := st.PeerCertificates[0]
+	headless := fmt.Sprintf("*.%s-headless.%s.svc", name, ns)
+	for _, want := range []string{headless, headless + ".cluster.local", name, name + "." + ns, name + "." + ns + ".svc", name + "." + ns + ".svc.cluster.local", "localhost"} {
+		if !slices.Contains(leaf.DNSNames, want) {
+			t.Errorf("served certificate lacks SAN %s: %v", want, leaf.DNSNames)
+		}
+	}
+	if !slices.ContainsFunc(leaf.IPAddresses, func(ip net.IP) bool { return ip.Equal(net.IPv4(127, 0, 0, 1)) }) {
+		t.Errorf("served certificate lacks IP SAN 127.0.0.1: %v", leaf.IPAddresses)
+	}
+	for _, member := range []string{name + "-0", name + "-1"} {
+		if err := leaf.VerifyHostname(member + "." + name + "-headless." + ns + ".svc"); err != nil {
+			t.Errorf("served certificate does not cover member %s: %v", member, err)
+		}
+	}
+	t.Logf("served chain: %s <- %s, %d SANs, expires %s", leaf.Subject.CommonName, st.VerifiedChains[0][len(st.VerifiedChains[0])-1].Subject.CommonName, len(leaf.DNSNames)+len(leaf.IPAddresses), leaf.NotAfter.Format(time.RFC3339))
+}
+
+// assertPeersUseTLS checks that a member's peer port serves TLS with a
+// certificate of the peer CA and refuses a plain-HTTP peer.
+func assertPeersUseTLS(ctx context.Context, t *testing.T, ns, name string, peerCert *tls.Certificate, peerRoots *x509.CertPool) {
+	t.Helper()
+	pod := &corev1.Pod{}
+	member := name + "-0"
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: member}, pod); err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort(pod.Status.PodIP, "2380")
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr,
+		&tls.Config{RootCAs: peerRoots, ServerName: member + "." + name + "-headless." + ns + ".svc", Certificates: []tls.Certificate{*peerCert}, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatalf("TLS handshake with %s's peer port: %v", member, err)
+	}
+	_ = conn.Close()
+	plain, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = plain.Close() }()
+	_ = plain.SetDeadline(time.Now().Add(5 * time.Second))
+	_, _ = fmt.Fprintf(plain, "GET /members HTTP/1.1\r\nHost: x\r\n\r\n")
+	buf := make([]byte, 64)
+	n, _ := plain.Read(buf)
+	if strings.HasPrefix(string(buf[:n]), "HTTP/1.1 200") {
+		t.Errorf("peer port of %s answers plain HTTP: %q", member, buf[:n])
+	}
+}
+
+// assertNoPods checks that a cluster has no member Pods.
+func assertNoPods(ctx context.Context, t *testing.T, ns, name string) {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := k8sClient.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{etcdv1alpha1.LabelCluster: name}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) > 0 {
+		t.Fatalf("the cluster has %d Pods while its certificates are not ready", len(pods.Items))
+	}
+}
+
+// TestTLSOperatorManaged brings up a cluster whose certificates the
+// operator has cert-manager issue, and checks it with real TLS clients.
+func TestTLSOperatorManaged(t *testing.T) {
+	ensureCertManager(t)
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	c := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "managed"},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3), Security: &etcdv1alpha1.SecuritySpec{
+			TLS: &etcdv1alpha1.TLSSpec{CertManager: &etcdv1alpha1.CertManagerSpec{}},
+		}},
+	}
+	if err := k8sClient.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	took := awaitReady(ctx, t, key, 3)
+	t.Logf("managed-TLS cluster Ready with 3 members in %s", took.Round(time.Second))
+	awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, "nearest expires at")
+
+	cert, roots := secretPair(ctx, t, ns, builder.ClientTLSSecretName(c))
+	if leaf, _ := x509.ParseCertificate(cert.Certificate[0]); leaf.Subject.CommonName != "root" {
+		t.Errorf("operator's client certificate has CN %q, want root", leaf.Subject.CommonName)
+	}
+	assertTLSAccess(ctx, t, ns, c.Name, roots, cert)
+	assertServedChain(ctx, t, ns, c.Name, roots, cert)
+	peerCert, peerRoots := secretPair(ctx, t, ns, builder.PeerTLSSecretName(c))
+	assertPeersUseTLS(ctx, t, ns, c.Name, peerCert, peerRoots)
+	if peerRoots.Equal(roots) {
+		t.Error("peer and client traffic share a CA")
+	}
+	assertMembers(ctx, t, tlsClient(ctx, t, ns, c.Name, roots, cert), ns, 3)
+}
+
+// issueUserCertificates has cert-manager issue, in the test namespace, a
+// CA and the server, peer and client certificates a user would provide.
+func issueUserCertificates(ctx context.Context, t *testing.T, ns, cluster string) {
+	t.Helper()
+	ref := func(name string) cmmeta.IssuerReference {
+		return cmmeta.IssuerReference{Name: name, Kind: "Issuer", Group: "cert-manager.io"}
+	}
+	headless := fmt.Sprintf("*.%s-headless.%s.svc", cluster, ns)
+	objs := []client.Object{
+		&cmapi.Issuer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bootstrap"}, Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{SelfSigned: &cmapi.SelfSignedIssuer{}}}},
+		&cmapi.Certificate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "user-ca"}, Spec: cmapi.CertificateSpec{IsCA: true, CommonName: "user CA", SecretName: "user-ca", IssuerRef: ref("bootstrap")}},
+		&cmapi.Issuer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "user-ca"}, Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{CA: &cmapi.CAIssuer{SecretName: "user-ca"}}}},
+		&cmapi.Certificate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "user-server"}, Spec: cmapi.CertificateSpec{
+			CommonName: cluster, SecretName: "user-server", IssuerRef: ref("user-ca"), IPAddresses: []string{"127.0.0.1"},
+			DNSNames: []string{headless, headless + ".cluster.local", cluster, cluster + "." + ns, cluster + "." + ns + ".svc", cluster + "." + ns + ".svc.cluster.local", "localhost"},
+			Usages:   []cmapi.KeyUsage{cmapi.UsageServerAuth, cmapi.UsageClientAuth},
+		}},
+		&cmapi.Certificate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "user-peer"}, Spec: cmapi.CertificateSpec{
+			CommonName: cluster, SecretName: "user-peer", IssuerRef: ref("user-ca"), DNSNames: []string{headless},
+			Usages: []cmapi.KeyUsage{cmapi.UsageServerAuth, cmapi.UsageClientAuth},
+		}},
+		&cmapi.Certificate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "user-client"}, Spec: cmapi.CertificateSpec{
+			CommonName: "root", SecretName: "user-client", IssuerRef: ref("user-ca"), Usages: []cmapi.KeyUsage{cmapi.UsageClientAuth},
+		}},
+	}
+	for _, o := range objs {
+		if err := k8sClient.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestTLSUserProvidedSecrets checks that a cluster with user-provided
+// Secrets waits, saying which Secret or key is missing, while they are
+// missing or malformed, and comes up with them once cert-manager issued
+// them in the test.
+func TestTLSUserProvidedSecrets(t *testing.T) {
+	ensureCertManager(t)
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	c := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "user"},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3), Security: &etcdv1alpha1.SecuritySpec{TLS: &etcdv1alpha1.TLSSpec{
+			PeerSecret: "user-peer", PeerTrustedCASecret: "user-ca",
+			ServerSecret: "user-server", ServerTrustedCASecret: "user-ca",
+			ClientSecret: "user-client", ClientTrustedCASecret: "user-ca",
+		}}},
+	}
+	if err := k8sClient.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+
+	// Missing Secrets: reported by name, and nothing is created.
+	awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, "Secret user-server does not exist", "Secret user-ca does not exist")
+	awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionProgressing, metav1.ConditionTrue, "waiting for the certificates")
+	assertNoPods(ctx, t, ns, c.Name)
+
+	// A Secret without tls.key: reported with the key, nothing created.
+	bad := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "user-server"}, Data: map[string][]byte{"tls.crt": []byte("not yet")}}
+	if err := k8sClient.Create(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, "Secret user-server has no tls.key")
+	assertNoPods(ctx, t, ns, c.Name)
+	if err := k8sClient.Delete(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+
+	issueUserCertificates(ctx, t, ns, c.Name)
+	took := awaitReady(ctx, t, key, 3)
+	t.Logf("user-TLS cluster Ready with 3 members in %s", took.Round(time.Second))
+	cert, roots := secretPair(ctx, t, ns, "user-client")
+	assertTLSAccess(ctx, t, ns, c.Name, roots, cert)
+	assertServedChain(ctx, t, ns, c.Name, roots, cert)
+
+	// The operator never writes a user's Secret.
+	s := &corev1.Secret{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "user-server"}, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range s.ManagedFields {
+		if mf.Manager == "etcd-operator-pki" || mf.Manager == "manager" {
+			t.Errorf("the operator wrote the user's Secret: %v", mf)
+		}
+	}
+}
