@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,4 +74,45 @@ func hasManagedStatus(obj client.Object, manager string) bool {
 		}
 	}
 	return false
+}
+
+// TestClaimsThatCannotGrow grows the claim template of a cluster whose
+// claims the API server will not resize (envtest binds no claim, and only
+// bound claims may grow): the ConfigurationWarning condition names the
+// claim and the API server's reason, and the claim keeps its size.
+func TestClaimsThatCannotGrow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cluster := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: newNamespace(ctx, t), Name: "fixed"},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Storage: etcdv1alpha1.StorageSpec{
+			VolumeClaimTemplate: &etcdv1alpha1.EmbeddedPersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			}},
+		}},
+	}
+	if err := k8sClient.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	claim := &corev1.PersistentVolumeClaim{}
+	key := client.ObjectKey{Namespace: cluster.Namespace, Name: "data-fixed-0"}
+	eventually(t, 20*time.Second, "the seed's claim", func() error { return k8sClient.Get(ctx, key, claim) })
+
+	patch := client.MergeFrom(cluster.DeepCopy())
+	cluster.Spec.Storage.VolumeClaimTemplate.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("2Gi")
+	if err := k8sClient.Patch(ctx, cluster, patch); err != nil {
+		t.Fatal(err)
+	}
+	awaitCondition(ctx, t, cluster, etcdv1alpha1.ConditionConfigurationWarning, metav1.ConditionTrue, reasonClaimsNotExpandable)
+	msg := meta.FindStatusCondition(cluster.Status.Conditions, etcdv1alpha1.ConditionConfigurationWarning).Message
+	if want := "Claim data-fixed-0 cannot grow from 1Gi to 2Gi"; !strings.Contains(msg, want) {
+		t.Errorf("warning %q does not say %q", msg, want)
+	}
+	if err := k8sClient.Get(ctx, key, claim); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim.Spec.Resources.Requests.Storage().String(); got != "1Gi" {
+		t.Errorf("claim requests %s, want 1Gi kept", got)
+	}
 }

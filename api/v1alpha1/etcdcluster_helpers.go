@@ -64,14 +64,14 @@ const DefaultReplicas int32 = 3
 // DefaultUnhealthyMemberTimeout is spec.unhealthyMemberTimeout when unset.
 const DefaultUnhealthyMemberTimeout = 5 * time.Minute
 
-// AnnotationPodSpecHash, on a member Pod, is the hash of what shapes every
-// member's Pod when it was built; the operator rolls Pods whose hash is not
-// the spec's.
+// AnnotationPodSpecHash is the annotation that holds, on a member Pod, the
+// hash of what shapes every member's Pod when it was built; the operator
+// rolls Pods whose hash is not the spec's.
 const AnnotationPodSpecHash = "etcd.aenix.io/pod-spec-hash"
 
-// AnnotationPaused, set to "true" on an EtcdCluster, stops the operator
-// from changing anything of the cluster (membership, Pods, maintenance)
-// until it is removed; the status keeps being reported.
+// AnnotationPaused is the annotation that, set to "true" on an EtcdCluster,
+// stops the operator from changing anything of the cluster (membership,
+// Pods, maintenance) until it is removed; the status keeps being reported.
 const AnnotationPaused = "etcd.aenix.io/paused"
 
 // IsPaused tells whether the operator must leave the cluster alone.

@@ -164,7 +164,8 @@ func conditionMessage(c *etcdv1alpha1.EtcdCluster, typ string) string {
 // TestUpgrade35To36 runs a 3-member cluster on etcd 3.5.21, refuses a skip
 // to 3.7, upgrades to 3.6.16 one member at a time while a writer writes
 // (no acknowledged write lost, at most one member down at any time, etcd
-// reports cluster version 3.6 at the end), then refuses a downgrade.
+// reports cluster version 3.6 at the end), grows its claims in place
+// without replacing a Pod, then refuses a downgrade.
 func TestUpgrade35To36(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
@@ -209,6 +210,37 @@ func TestUpgrade35To36(t *testing.T) {
 		}
 		return nil
 	})
+	// Storage grows in place, without a roll.
+	if err := k8sClient.Get(ctx, key, cluster); err != nil {
+		t.Fatal(err)
+	}
+	before := map[types.UID]bool{}
+	for _, p := range memberPods(ctx, t, key) {
+		before[p.UID] = true
+	}
+	patch := client.MergeFrom(cluster.DeepCopy())
+	cluster.Spec.Storage.VolumeClaimTemplate.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("256Mi")
+	if err := k8sClient.Patch(ctx, cluster, patch); err != nil {
+		t.Fatal(err)
+	}
+	support.Eventually(t, 2*time.Minute, "every claim to grow to 256Mi", func() error {
+		claims := &corev1.PersistentVolumeClaimList{}
+		if err := k8sClient.List(ctx, claims, client.InNamespace(ns), client.MatchingLabels{etcdv1alpha1.LabelCluster: key.Name}); err != nil {
+			return err
+		}
+		for _, pvc := range claims.Items {
+			if got := pvc.Status.Capacity.Storage().String(); got != "256Mi" {
+				return fmt.Errorf("claim %s has %s", pvc.Name, got)
+			}
+		}
+		return nil
+	})
+	for _, p := range memberPods(ctx, t, key) {
+		if !before[p.UID] {
+			t.Errorf("Pod %s was replaced to grow its claim", p.Name)
+		}
+	}
+
 	if err := k8sClient.Get(ctx, key, cluster); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +254,7 @@ func TestUpgrade35To36(t *testing.T) {
 // member ends up with the new flags.
 func TestRollOptionsAndResources(t *testing.T) {
 	ctx := context.Background()
-	armCrashPoints(ctx, t, []string{"RollMember"})
+	operator := armCrashPoints(ctx, t, []string{"RollMember"})
 	ns := newNamespace(ctx, t)
 	cluster := &etcdv1alpha1.EtcdCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rolled"},
@@ -281,4 +313,7 @@ func TestRollOptionsAndResources(t *testing.T) {
 		}
 	}
 	assertMembers(ctx, t, cli, ns, 3)
+	if log := env.ContainerLog(operator.Namespace, operator.Name, "manager"); !strings.Contains(log, "crashpoint: crashing right after step RollMember") {
+		t.Error("the operator never crashed after rolling a member")
+	}
 }

@@ -23,6 +23,7 @@ import (
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -71,6 +72,9 @@ func tlsClient(ctx context.Context, t *testing.T, ns, name string, roots *x509.C
 		DialTimeout: 5 * time.Second,
 		TLS:         cfg,
 		Logger:      zap.NewNop(),
+		// gRPC checks the certificate against the authority, not
+		// tls.Config.ServerName: name the Service the certificate covers.
+		DialOptions: []grpc.DialOption{grpc.WithAuthority(cfg.ServerName)},
 	})
 	if err != nil {
 		t.Fatal(err)
