@@ -98,12 +98,12 @@ test: manifests generate $(ENVTEST_ASSETS) localcluster-binaries $(KUSTOMIZE) $(
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) OPERATOR_SDK_BIN=$(OPERATOR_SDK) OPM_BIN=$(OPM) KUSTOMIZE_BIN=$(KUSTOMIZE) $(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e /test/localcluster -e /test/e2e)
 	cd hack/cert-manager && KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) CERT_MANAGER_CONTROLLER_BIN=$(CERT_MANAGER_CONTROLLER) $(GO) test $(GOTEST_FLAGS) ./...
 	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
-		$(GO) test -p 1 -timeout 30m $(GOTEST_FLAGS) $(CLUSTER_SUITES)
+		$(GO) test -p 1 -timeout 75m $(GOTEST_FLAGS) $(CLUSTER_SUITES)
 
 .PHONY: test-e2e
 test-e2e: localcluster-binaries $(KUSTOMIZE) ## Run the e2e suite on the local cluster (started, or reused when running).
 	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
-		$(GO) test -timeout 30m $(GOTEST_FLAGS) ./test/e2e/...
+		$(GO) test -timeout 75m $(GOTEST_FLAGS) ./test/e2e/...
 
 .PHONY: bench
 bench: localcluster-binaries $(KUSTOMIZE) ## Measure bootstrap, scaling and recovery times and the operator at rest (medians of BENCH_RUNS runs).

@@ -104,9 +104,10 @@ func main() {
 		setupLog.Info("The cert-manager API (cert-manager.io/v1) is not served: clusters with spec.security.tls.certManager wait until it is installed and the operator restarted")
 	}
 	if err := (&controllers.PKIReconciler{
-		Client:      mgr.GetClient(),
-		Recorder:    mgr.GetEventRecorder("etcd-operator-pki"),
-		CertManager: certManager,
+		Client:        mgr.GetClient(),
+		Recorder:      mgr.GetEventRecorder("etcd-operator-pki"),
+		CertManager:   certManager,
+		NewEtcdClient: controllers.NewEtcdClientFactory(mgr.GetClient()),
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "etcdcluster-pki")
 		os.Exit(1)

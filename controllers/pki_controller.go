@@ -50,6 +50,9 @@ type PKIReconciler struct {
 	// CertManager tells whether the cert-manager API is served; without it
 	// operator-managed clusters are reported waiting for it.
 	CertManager bool
+	// NewEtcdClient connects to a cluster's members, to turn etcd's
+	// authentication on or off.
+	NewEtcdClient EtcdClientFactory
 }
 
 // +kubebuilder:rbac:groups=cert-manager.io,resources=certificates;issuers,verbs=get;list;watch;create;update;patch;delete
@@ -74,7 +77,18 @@ func (r *PKIReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 	if old := meta.FindStatusCondition(c.Status.Conditions, cond.Type); cond.Status == metav1.ConditionFalse && (old == nil || old.Message != cond.Message) {
 		r.event(c, corev1.EventTypeWarning, cond.Reason, "%s", cond.Message)
 	}
-	if err := applyStatus(ctx, r.Client, c, PKIFieldManager, statusPatch{conditions: []metav1.Condition{cond}}); err != nil {
+	conds := []metav1.Condition{cond}
+	if cond.Status == metav1.ConditionTrue && r.NewEtcdClient != nil {
+		auth, recheck, err := r.authentication(ctx, c)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		conds = append(conds, auth)
+		if recheck > 0 {
+			wait = min(wait, recheck)
+		}
+	}
+	if err := applyStatus(ctx, r.Client, c, PKIFieldManager, statusPatch{conditions: conds}); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: wait}, nil

@@ -32,6 +32,10 @@ const (
 	// CORRUPT); the reason names the alarms.
 	ConditionAlarm = "Alarm"
 
+	// ConditionAuthentication is True while etcd authentication is on, as
+	// spec.security.enableAuth asks.
+	ConditionAuthentication = "Authentication"
+
 	// ConditionMaintenance is True while the operator compacts and
 	// defragments the members' databases.
 	ConditionMaintenance = "Maintenance"

@@ -134,6 +134,14 @@ type Client interface {
 	// one, giving the space freed by compaction back to the file system.
 	// The member does not serve while it defragments.
 	Defragment(ctx context.Context, endpoint string) error
+	// AuthEnabled tells whether etcd authentication is on.
+	AuthEnabled(ctx context.Context) (bool, error)
+	// EnableAuth makes sure the root user exists, without a password (it
+	// authenticates by the CN of its client certificate), holds the root
+	// role, and turns authentication on. Safe to repeat.
+	EnableAuth(ctx context.Context) error
+	// DisableAuth turns authentication off. Safe to repeat.
+	DisableAuth(ctx context.Context) error
 	// Close releases the client's connections.
 	Close() error
 }
@@ -476,6 +484,47 @@ func (c *client) Compact(ctx context.Context) (int64, error) {
 func (c *client) Defragment(ctx context.Context, endpoint string) error {
 	if _, err := c.cli.Defragment(ctx, endpoint); err != nil {
 		return fmt.Errorf("defragment endpoint %s: %w", endpoint, err)
+	}
+	return nil
+}
+
+func (c *client) AuthEnabled(ctx context.Context) (bool, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	resp, err := c.cli.AuthStatus(ctx)
+	switch {
+	case errors.Is(rpctypes.Error(err), rpctypes.ErrUserEmpty):
+		return true, nil // only a cluster with auth on asks who is calling
+	case err != nil:
+		return false, fmt.Errorf("auth status: %w", err)
+	}
+	return resp.Enabled, nil
+}
+
+// RootUser is the user etcd requires before it turns authentication on.
+const RootUser = "root"
+
+func (c *client) EnableAuth(ctx context.Context) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	_, err := c.cli.UserAddWithOptions(ctx, RootUser, "", &clientv3.UserAddOptions{NoPassword: true})
+	if err != nil && !errors.Is(rpctypes.Error(err), rpctypes.ErrUserAlreadyExist) {
+		return fmt.Errorf("add user root: %w", err)
+	}
+	if _, err := c.cli.UserGrantRole(ctx, RootUser, RootUser); err != nil {
+		return fmt.Errorf("grant role root to user root: %w", err)
+	}
+	if _, err := c.cli.AuthEnable(ctx); err != nil {
+		return fmt.Errorf("enable auth: %w", err)
+	}
+	return nil
+}
+
+func (c *client) DisableAuth(ctx context.Context) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	if _, err := c.cli.AuthDisable(ctx); err != nil {
+		return fmt.Errorf("disable auth: %w", err)
 	}
 	return nil
 }

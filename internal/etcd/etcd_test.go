@@ -324,6 +324,34 @@ func TestNoSpaceRecovery(t *testing.T) {
 	}
 }
 
+// TestEnableAuth turns authentication on with a root user that has no
+// password: afterwards a client without a certificate (here, plain HTTP)
+// has no identity and cannot write. Turning it off again needs root's
+// certificate, which the e2e suite covers on a TLS cluster.
+func TestEnableAuth(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tc := startCluster(t, "v3.6.16", 1)
+	cli := tc.client(t)
+	if on, err := cli.AuthEnabled(ctx); err != nil || on {
+		t.Fatalf("AuthEnabled() = %v, %v on a new cluster", on, err)
+	}
+	if err := cli.EnableAuth(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if on, err := cli.AuthEnabled(ctx); err != nil || !on {
+		t.Fatalf("AuthEnabled() = %v, %v after EnableAuth", on, err)
+	}
+	raw, err := clientv3.New(clientv3.Config{Endpoints: []string{tc.members[0].clientURL}, DialTimeout: callTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = raw.Close() })
+	if _, err := raw.Put(ctx, "/anonymous", "x"); !errors.Is(err, rpctypes.ErrUserEmpty) {
+		t.Errorf("an anonymous write with auth on: %v, want %v", err, rpctypes.ErrUserEmpty)
+	}
+}
+
 // startCluster starts n members of a new cluster and waits until each of
 // them knows the leader.
 func startCluster(t *testing.T, version string, n int, args ...string) *cluster {

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -21,6 +22,7 @@ import (
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -31,6 +33,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 	"github.com/etcd-operator/etcd-operator/internal/builder"
+	"github.com/etcd-operator/etcd-operator/internal/pki"
 	"github.com/etcd-operator/etcd-operator/test/support"
 )
 
@@ -270,6 +273,64 @@ func TestTLSOperatorManaged(t *testing.T) {
 		t.Error("peer and client traffic share a CA")
 	}
 	assertMembers(ctx, t, tlsClient(ctx, t, ns, c.Name, roots, cert), ns, 3)
+	assertAuthToggles(ctx, t, c, roots, cert)
+}
+
+// assertAuthToggles turns spec.security.enableAuth on: a client whose
+// certificate (from the cluster's client CA) names another user cannot
+// write, root (the operator's certificate) can; turned off, anyone the CA
+// vouches for writes again.
+func assertAuthToggles(ctx context.Context, t *testing.T, c *etcdv1alpha1.EtcdCluster, roots *x509.CertPool, root *tls.Certificate) {
+	t.Helper()
+	key := client.ObjectKeyFromObject(c)
+	alice := &cmapi.Certificate{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: "alice"}, Spec: cmapi.CertificateSpec{
+		CommonName: "alice", SecretName: "alice", Usages: []cmapi.KeyUsage{cmapi.UsageClientAuth},
+		IssuerRef: cmmeta.IssuerReference{Name: pki.ClientCAName(c), Kind: "Issuer", Group: "cert-manager.io"},
+	}}
+	if err := k8sClient.Create(ctx, alice); err != nil {
+		t.Fatal(err)
+	}
+	support.Eventually(t, time.Minute, "cert-manager to issue alice's certificate", func() error {
+		return k8sClient.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: "alice"}, &corev1.Secret{})
+	})
+	aliceCert, _ := secretPair(ctx, t, key.Namespace, "alice")
+	aliceCli := tlsClient(ctx, t, key.Namespace, key.Name, roots, aliceCert)
+	rootCli := tlsClient(ctx, t, key.Namespace, key.Name, roots, root)
+	put := func(cli *clientv3.Client) error {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := cli.Put(cctx, "/auth/key", "v")
+		return err
+	}
+	if err := put(aliceCli); err != nil {
+		t.Fatalf("alice cannot write with auth off: %v", err)
+	}
+
+	setAuth := func(on bool) {
+		t.Helper()
+		if err := k8sClient.Get(ctx, key, c); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(c.DeepCopy())
+		c.Spec.Security.EnableAuth = on
+		if err := k8sClient.Patch(ctx, c, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setAuth(true)
+	took := awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionAuthentication, metav1.ConditionTrue)
+	t.Logf("authentication on %s after enableAuth", took.Round(100*time.Millisecond))
+	if err := put(aliceCli); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Errorf("alice writing with auth on: %v, want %v", err, rpctypes.ErrPermissionDenied)
+	}
+	if err := put(rootCli); err != nil {
+		t.Errorf("root cannot write with auth on: %v", err)
+	}
+	awaitReady(ctx, t, key, 3) // the operator still manages the cluster as root
+
+	setAuth(false)
+	awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionAuthentication, metav1.ConditionFalse)
+	support.Eventually(t, 30*time.Second, "alice to write again with auth off", func() error { return put(aliceCli) })
 }
 
 // issueUserCertificates has cert-manager issue, in the test namespace, a

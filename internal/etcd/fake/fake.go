@@ -39,6 +39,9 @@ const (
 	Disarm     Method = "DisarmAlarm"
 	Compact    Method = "Compact"
 	Defragment Method = "Defragment"
+	AuthStatus Method = "AuthEnabled"
+	AuthOn     Method = "EnableAuth"
+	AuthOff    Method = "DisableAuth"
 	Close      Method = "Close"
 )
 
@@ -76,6 +79,7 @@ type Client struct {
 	failOnce  map[Method][]error
 	calls     []Call
 	closed    bool
+	auth      bool
 }
 
 var _ etcd.Client = (*Client)(nil)
@@ -468,6 +472,38 @@ func (c *Client) Defragment(ctx context.Context, endpoint string) error {
 		s.DBSize = s.DBSizeInUse
 		c.statuses[endpoint] = s
 	}
+	return nil
+}
+
+// AuthEnabled implements etcd.Client.
+func (c *Client) AuthEnabled(ctx context.Context) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.begin(ctx, Call{Method: AuthStatus}); err != nil {
+		return false, err
+	}
+	return c.auth, nil
+}
+
+// EnableAuth implements etcd.Client.
+func (c *Client) EnableAuth(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.begin(ctx, Call{Method: AuthOn}); err != nil {
+		return err
+	}
+	c.auth = true
+	return nil
+}
+
+// DisableAuth implements etcd.Client.
+func (c *Client) DisableAuth(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.begin(ctx, Call{Method: AuthOff}); err != nil {
+		return err
+	}
+	c.auth = false
 	return nil
 }
 
