@@ -170,14 +170,7 @@ func TestOperatorCrashesAtEachStep(t *testing.T) {
 	cli := etcdClient(ctx, t, ns, cluster.Name)
 	finish := startWriter(ctx, t, cli)
 	for _, n := range []int32{3, 1} {
-		patch := client.MergeFrom(cluster.DeepCopy())
-		cluster.Spec.Replicas = ptr.To(n)
-		if err := k8sClient.Patch(ctx, cluster, patch); err != nil {
-			t.Fatal(err)
-		}
-		took := awaitReady(ctx, t, key, n)
-		assertMembers(ctx, t, cli, ns, int(n))
-		t.Logf("reached %d members in %s", n, took.Round(time.Second))
+		scaleTo(ctx, t, cluster, cli, n)
 	}
 	finish()
 

@@ -117,14 +117,21 @@ func TestBootstrapAndScale(t *testing.T) {
 	finish := startWriter(ctx, t, cli)
 
 	for _, n := range []int32{3, 5, 3, 1, 3} {
-		patch := client.MergeFrom(cluster.DeepCopy())
-		cluster.Spec.Replicas = ptr.To(n)
-		if err := k8sClient.Patch(ctx, cluster, patch); err != nil {
-			t.Fatal(err)
-		}
-		took := awaitReady(ctx, t, key, n)
-		assertMembers(ctx, t, cli, ns, int(n))
-		t.Logf("scaled to %d in %s", n, took.Round(time.Second))
+		scaleTo(ctx, t, cluster, cli, n)
 	}
 	finish()
+}
+
+// scaleTo sets spec.replicas, waits until the cluster is Ready with n
+// members and checks etcd's member list: n started voters with Pods.
+func scaleTo(ctx context.Context, t *testing.T, cluster *etcdv1alpha1.EtcdCluster, cli *clientv3.Client, n int32) {
+	t.Helper()
+	patch := client.MergeFrom(cluster.DeepCopy())
+	cluster.Spec.Replicas = ptr.To(n)
+	if err := k8sClient.Patch(ctx, cluster, patch); err != nil {
+		t.Fatal(err)
+	}
+	took := awaitReady(ctx, t, client.ObjectKeyFromObject(cluster), n)
+	assertMembers(ctx, t, cli, cluster.Namespace, int(n))
+	t.Logf("%s reached %d members in %s", cluster.Name, n, took.Round(time.Second))
 }
