@@ -79,7 +79,11 @@ func (w *podWorker) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			// A stopped node is off the network: its pods' addresses
+			// go with it, so a pod started after it is restarted can
+			// never meet a stale namespace holding the same address.
 			w.stopContainers(0, "NodeStopped")
+			w.net.teardown(context.WithoutCancel(ctx))
 			return
 		case pod := <-w.updates:
 			w.mu.Lock()

@@ -27,6 +27,7 @@ func newNamespace(ctx context.Context, t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), ns) })
+	env.DumpOnFailure(t, ns.Name)
 	return ns.Name
 }
 

@@ -152,6 +152,13 @@ func TestFaultStopNode(t *testing.T) {
 	if err := etcdHealthy(p.Status.PodIP); err == nil {
 		t.Error("a pod of a stopped node answered")
 	}
+	// A stopped node takes its pods' addresses with it: a pod deleted
+	// meanwhile must not leave a namespace that answers for an address
+	// the node hands out again once it is back.
+	veth := "lcv" + strings.ReplaceAll(string(p.UID), "-", "")[:12]
+	if exec.Command("ip", "link", "show", veth).Run() == nil {
+		t.Errorf("the host end %s of a stopped node's pod is still on the bridge", veth)
+	}
 	eventually(t, 2*time.Minute, "node-3 to turn NotReady", func() error {
 		n, err := client.CoreV1().Nodes().Get(ctx, "node-3", metav1.GetOptions{})
 		if err != nil {

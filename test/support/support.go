@@ -12,9 +12,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
@@ -158,4 +160,50 @@ func (e *Env) InstallOperator() error {
 		return fmt.Errorf("installing the operator from config/default: %w\n%s", err, out)
 	}
 	return nil
+}
+
+// DumpOnFailure, registered with t.Cleanup before the namespace is
+// deleted, prints what a failed test leaves behind in ns: every Pod with
+// its phase and container states, the tail of each container's log, and
+// the operator's log lines about ns.
+func (e *Env) DumpOnFailure(t testing.TB, ns string) {
+	t.Helper()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx := context.Background()
+		pods, err := e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Logf("dump of %s: %v", ns, err)
+			return
+		}
+		for _, p := range pods.Items {
+			t.Logf("dump: pod %s on %s, %s, IP %s, deleting=%v", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.PodIP, p.DeletionTimestamp != nil)
+			for _, cs := range p.Status.ContainerStatuses {
+				t.Logf("dump:   container %s ready=%v restarts=%d state=%+v last=%+v", cs.Name, cs.Ready, cs.RestartCount, cs.State, cs.LastTerminationState)
+				t.Logf("dump:   log of %s/%s:\n%s", p.Name, cs.Name, tail(e.ContainerLog(ns, p.Name, cs.Name), 25))
+			}
+		}
+		var operator bytes.Buffer
+		matches, _ := filepath.Glob(filepath.Join(e.StateDir, "pods", "etcd-operator-system_*", "manager.log"))
+		for _, m := range matches {
+			data, _ := os.ReadFile(m)
+			for line := range strings.Lines(string(data)) {
+				if strings.Contains(line, ns) {
+					operator.WriteString(line)
+				}
+			}
+		}
+		t.Logf("dump: the operator about %s:\n%s", ns, tail(operator.String(), 60))
+	})
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.SplitAfter(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "")
 }
