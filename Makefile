@@ -114,7 +114,8 @@ bench: localcluster-binaries $(KUSTOMIZE) ## Measure bootstrap, scaling and reco
 verify: manifests generate bundle catalog ## Fail when generated files differ from what the sources produce (catalog/ is validated by opm and our graph lint).
 	$(GO) mod tidy
 	@for pair in "examples/simple.yaml config/samples/etcd_v1alpha1_etcdcluster.yaml" \
-	             "examples/persistent-storage.yaml config/samples/etcd_v1alpha1_etcdcluster_persistent.yaml"; do \
+	             "examples/persistent-storage.yaml config/samples/etcd_v1alpha1_etcdcluster_persistent.yaml" \
+	             "examples/tenants/tenant-a.yaml config/samples/etcd_v1alpha1_etcdtenant.yaml"; do \
 		set -- $$pair; cmp -s $$1 $$2 || { echo "$$2 must be a copy of $$1"; exit 1; }; \
 	done
 	@if ! git diff --quiet -- $(GENERATED) || [ -n "$$(git ls-files --others --exclude-standard -- $(GENERATED))" ]; then \

@@ -103,6 +103,15 @@ func main() {
 	if !certManager {
 		setupLog.Info("The cert-manager API (cert-manager.io/v1) is not served: clusters with spec.security.tls.certManager wait until it is installed and the operator restarted")
 	}
+	if err := (&controllers.TenantReconciler{
+		Client:        mgr.GetClient(),
+		Recorder:      mgr.GetEventRecorder("etcd-operator-tenant"),
+		CertManager:   certManager,
+		NewEtcdClient: controllers.NewEtcdClientFactory(mgr.GetClient()),
+	}).SetupWithManager(mgr); err != nil {
+		setupLog.Error(err, "Unable to set up controller", "controller", "etcdtenant")
+		os.Exit(1)
+	}
 	if err := (&controllers.PKIReconciler{
 		Client:        mgr.GetClient(),
 		Recorder:      mgr.GetEventRecorder("etcd-operator-pki"),

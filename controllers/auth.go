@@ -2,14 +2,20 @@ package controllers
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 	"github.com/etcd-operator/etcd-operator/internal/builder"
+	"github.com/etcd-operator/etcd-operator/internal/etcd"
 )
 
 // Reasons of the Authentication condition.
@@ -24,10 +30,10 @@ const (
 const authRecheck = 5 * time.Second
 
 // authentication makes etcd's authentication match spec.security.enableAuth
-// once the cluster has formed and its certificates are ready: on, with a
-// root user that has no password and authenticates by the CN of the
-// operator's client certificate (root); off again when the field is
-// cleared. It returns the Authentication condition and how soon to look
+// once the cluster has formed and its certificates (if any) are ready: on,
+// with a root user that authenticates by the CN of the operator's client
+// certificate (root), or by a generated password when the operator has no
+// client certificate; off again when the field is cleared. It returns the Authentication condition and how soon to look
 // again (0 when it is done).
 func (r *PKIReconciler) authentication(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (metav1.Condition, time.Duration, error) {
 	want := c.Spec.Security.AuthEnabled()
@@ -39,20 +45,10 @@ func (r *PKIReconciler) authentication(ctx context.Context, c *etcdv1alpha1.Etcd
 	if c.Status.ClusterID == "" {
 		return unknown(reasonNotFormed, "The cluster has not formed yet")
 	}
-	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels(builder.MemberSelectorLabels(c))); err != nil {
-		return cond, 0, err
-	}
-	var names []string
-	for i := range pods.Items {
-		if metav1.IsControlledBy(&pods.Items[i], c) {
-			names = append(names, pods.Items[i].Name)
-		}
-	}
-	if len(names) == 0 {
+	ec, err := connectMembers(ctx, r.Client, r.NewEtcdClient, c)
+	if errors.Is(err, errNoMemberPods) {
 		return unknown(reasonUnreachable, "No member Pods")
 	}
-	ec, err := r.NewEtcdClient(ctx, c, memberURLs(c, names))
 	if err != nil {
 		return unknown(reasonUnreachable, err.Error())
 	}
@@ -63,10 +59,16 @@ func (r *PKIReconciler) authentication(ctx context.Context, c *etcdv1alpha1.Etcd
 	}
 	switch {
 	case want && !on:
-		if err := ec.EnableAuth(ctx); err != nil {
+		password := ""
+		if !c.Spec.Security.OperatorClientCert() {
+			if password, err = r.ensureRootPassword(ctx, c); err != nil {
+				return cond, 0, err
+			}
+		}
+		if err := ec.EnableAuth(ctx, password); err != nil {
 			return unknown(reasonUnreachable, "Enabling authentication: "+err.Error())
 		}
-		r.event(c, corev1.EventTypeNormal, "AuthEnabled", "Enabled etcd authentication with the root user, authenticated by client certificate CN root")
+		r.event(c, corev1.EventTypeNormal, "AuthEnabled", "Enabled etcd authentication with the root user, authenticated by %s", rootIdentity(c))
 	case !want && on:
 		if err := ec.DisableAuth(ctx); err != nil {
 			return unknown(reasonUnreachable, "Disabling authentication: "+err.Error())
@@ -75,10 +77,56 @@ func (r *PKIReconciler) authentication(ctx context.Context, c *etcdv1alpha1.Etcd
 	}
 	if want {
 		cond.Status, cond.Reason = metav1.ConditionTrue, reasonAuthEnabled
-		cond.Message = "etcd authentication is on: only the root user (the operator, by its client certificate's CN root) and users granted roles may read and write"
+		cond.Message = "etcd authentication is on: only the root user (the operator, by " + rootIdentity(c) + ") and users granted roles may read and write"
 		return cond, 0, nil
 	}
 	cond.Status, cond.Reason = metav1.ConditionFalse, reasonAuthDisabled
-	cond.Message = "etcd authentication is off: every client the client CA vouches for may read and write everything; set spec.security.enableAuth to turn it on"
+	cond.Message = "etcd authentication is off: every client that reaches the members may read and write everything; set spec.security.enableAuth to turn it on"
 	return cond, 0, nil
+}
+
+// rootIdentity says how root authenticates on cluster c.
+func rootIdentity(c *etcdv1alpha1.EtcdCluster) string {
+	if c.Spec.Security.OperatorClientCert() {
+		return "its client certificate's CN root"
+	}
+	return "the password in Secret " + builder.RootPasswordSecretName(c)
+}
+
+// ensureRootPassword returns root's password from the cluster's root
+// password Secret, creating the Secret with a new password first when
+// there is none. The Secret is written before etcd is told the password,
+// so an interruption never leaves a password nobody knows.
+func (r *PKIReconciler) ensureRootPassword(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (string, error) {
+	key := client.ObjectKey{Namespace: c.Namespace, Name: builder.RootPasswordSecretName(c)}
+	s := &corev1.Secret{}
+	err := r.Get(ctx, key, s)
+	if err == nil && len(s.Data[corev1.BasicAuthPasswordKey]) > 0 {
+		return string(s.Data[corev1.BasicAuthPasswordKey]), nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return "", err
+	}
+	password, err := newPassword()
+	if err != nil {
+		return "", err
+	}
+	s = &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: builder.ClusterLabels(c), OwnerReferences: []metav1.OwnerReference{builder.OwnerReference(c)}},
+		Type:       corev1.SecretTypeBasicAuth,
+		Data:       map[string][]byte{corev1.BasicAuthUsernameKey: []byte(etcd.RootUser), corev1.BasicAuthPasswordKey: []byte(password)},
+	}
+	if err := r.Create(ctx, s); err != nil {
+		return "", fmt.Errorf("creating the root password Secret %s: %w", key.Name, err)
+	}
+	return password, nil
+}
+
+// newPassword is 32 random bytes, base64url-encoded.
+func newPassword() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
 }

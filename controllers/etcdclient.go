@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
@@ -33,8 +36,57 @@ func NewEtcdClientFactory(reader client.Reader) EtcdClientFactory {
 			}
 			cfg.TLS = tlsCfg
 		}
+		if !c.Spec.Security.OperatorClientCert() {
+			password, err := rootPassword(ctx, reader, c)
+			if err != nil {
+				return nil, err
+			}
+			if password != "" {
+				cfg.Username, cfg.Password = etcd.RootUser, password
+			}
+		}
 		return etcd.New(cfg)
 	}
+}
+
+// errNoMemberPods is connectMembers' error for a cluster without member
+// Pods.
+var errNoMemberPods = errors.New("the cluster has no member Pods")
+
+// connectMembers connects to the members of c at the client URLs of its
+// member Pods; the caller closes the client. Members are found through
+// their Pods, not the cluster's status, so a reconciler other than the
+// topology one needs no fresh status to reach them.
+func connectMembers(ctx context.Context, reader client.Reader, connect EtcdClientFactory, c *etcdv1alpha1.EtcdCluster) (etcd.Client, error) {
+	pods := &corev1.PodList{}
+	if err := reader.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels(builder.MemberSelectorLabels(c))); err != nil {
+		return nil, err
+	}
+	var names []string
+	for i := range pods.Items {
+		if metav1.IsControlledBy(&pods.Items[i], c) {
+			names = append(names, pods.Items[i].Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil, errNoMemberPods
+	}
+	return connect(ctx, c, memberURLs(c, names))
+}
+
+// rootPassword reads root's password from the cluster's root password
+// Secret; "" when there is none (auth was never turned on). It is read
+// whatever spec.security.enableAuth says: turning auth off takes root.
+func rootPassword(ctx context.Context, reader client.Reader, c *etcdv1alpha1.EtcdCluster) (string, error) {
+	s := &corev1.Secret{}
+	err := reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: builder.RootPasswordSecretName(c)}, s)
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the root password Secret: %w", err)
+	}
+	return string(s.Data[corev1.BasicAuthPasswordKey]), nil
 }
 
 // clientTLSConfig is the operator's TLS configuration for a cluster: the

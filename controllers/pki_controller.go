@@ -66,26 +66,31 @@ func (r *PKIReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 	if err := r.Get(ctx, req.NamespacedName, c); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !c.DeletionTimestamp.IsZero() || !c.Spec.Security.TLSEnabled() {
+	if !c.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	now := time.Now()
-	cond, wait, err := r.certificates(ctx, c, now)
-	if err != nil {
-		return ctrl.Result{}, err
+	// wait is how soon to look again; 0 when nothing needs a look.
+	var conds []metav1.Condition
+	var wait time.Duration
+	certsReady := true
+	if c.Spec.Security.TLSEnabled() {
+		cond, recheck, err := r.certificates(ctx, c, time.Now())
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if old := meta.FindStatusCondition(c.Status.Conditions, cond.Type); cond.Status == metav1.ConditionFalse && (old == nil || old.Message != cond.Message) {
+			r.event(c, corev1.EventTypeWarning, cond.Reason, "%s", cond.Message)
+		}
+		conds, wait, certsReady = append(conds, cond), recheck, cond.Status == metav1.ConditionTrue
 	}
-	if old := meta.FindStatusCondition(c.Status.Conditions, cond.Type); cond.Status == metav1.ConditionFalse && (old == nil || old.Message != cond.Message) {
-		r.event(c, corev1.EventTypeWarning, cond.Reason, "%s", cond.Message)
-	}
-	conds := []metav1.Condition{cond}
-	if cond.Status == metav1.ConditionTrue && r.NewEtcdClient != nil {
+	if certsReady && r.NewEtcdClient != nil {
 		auth, recheck, err := r.authentication(ctx, c)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
 		conds = append(conds, auth)
-		if recheck > 0 {
-			wait = min(wait, recheck)
+		if recheck > 0 && (wait == 0 || recheck < wait) {
+			wait = recheck
 		}
 	}
 	if err := applyStatus(ctx, r.Client, c, PKIFieldManager, statusPatch{conditions: conds}); err != nil {
@@ -147,23 +152,32 @@ func (r *PKIReconciler) applyCertManagerObjects(ctx context.Context, c *etcdv1al
 		objs = append(objs, cert)
 	}
 	for _, obj := range objs {
-		gvk, err := apiutil.GVKForObject(obj, r.Scheme())
-		if err != nil {
+		if err := applyObject(ctx, r.Client, obj, PKIFieldManager); err != nil {
 			return err
 		}
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-		if err != nil {
-			return err
-		}
-		delete(u, "status")
-		if md, ok := u["metadata"].(map[string]any); ok {
-			delete(md, "creationTimestamp")
-		}
-		uo := &unstructured.Unstructured{Object: u}
-		uo.SetGroupVersionKind(gvk)
-		if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(uo), client.FieldOwner(PKIFieldManager), client.ForceOwnership); err != nil {
-			return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)
-		}
+	}
+	return nil
+}
+
+// applyObject server-side applies the metadata and spec of obj as
+// fieldManager.
+func applyObject(ctx context.Context, c client.Client, obj client.Object, fieldManager string) error {
+	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
+	if err != nil {
+		return err
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	delete(u, "status")
+	if md, ok := u["metadata"].(map[string]any); ok {
+		delete(md, "creationTimestamp")
+	}
+	uo := &unstructured.Unstructured{Object: u}
+	uo.SetGroupVersionKind(gvk)
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(uo), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)
 	}
 	return nil
 }

@@ -389,7 +389,11 @@ func topologyStatus(o observed, a action) statusPatch {
 			updated++
 		}
 	}
-	fields := map[string]any{"replicas": int64(len(o.members)), "readyReplicas": int64(ready), "updatedReplicas": int64(updated), "selector": MemberSelector(c).String()}
+	fields := map[string]any{"replicas": int64(len(o.members)), "readyReplicas": int64(ready), "updatedReplicas": int64(updated), "selector": MemberSelector(c).String(),
+		"endpoints": []any{builder.ClientEndpoint(c)}}
+	if ca := builder.TLSSourcesOf(c).ServerCA; ca.IsSet() {
+		fields["caSecretName"] = ca.Secret
+	}
 	// The cluster ID stays while no member answers: it is what tells a lost
 	// cluster from one never founded.
 	switch {

@@ -94,6 +94,9 @@ const (
 	// LabelCluster names the EtcdCluster an object belongs to.
 	LabelCluster = "etcd.aenix.io/cluster"
 
+	// LabelTenant names the EtcdTenant an object belongs to.
+	LabelTenant = "etcd.aenix.io/tenant"
+
 	// LabelMember names the member a Pod or PersistentVolumeClaim belongs to.
 	LabelMember = "etcd.aenix.io/member"
 )
@@ -214,6 +217,13 @@ func (s *SecuritySpec) ClientCertAuth() bool {
 // certificates must be ready before members start.
 func (s *SecuritySpec) TLSEnabled() bool {
 	return s.PeerTLS() || s.ClientTLS()
+}
+
+// OperatorClientCert tells whether the operator has a client certificate
+// of the cluster's (operator-managed, or tls.clientSecret): it is then root
+// by its CN; otherwise root authenticates by password.
+func (s *SecuritySpec) OperatorClientCert() bool {
+	return s.ManagedTLS() || s != nil && s.TLS != nil && s.TLS.ClientSecret != ""
 }
 
 // AuthEnabled tells whether etcd authentication is asked for.

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 )
@@ -134,5 +135,35 @@ func TestSecurity(t *testing.T) {
 		if got := tt.s.AuthEnabled(); got != tt.authOn {
 			t.Errorf("%s: AuthEnabled() = %v", tt.name, got)
 		}
+	}
+}
+
+func TestPrefixesOverlap(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		a, b string
+		want bool
+	}{
+		{"/a/", "/a/", true},
+		{"/a/", "/a/b/", true},
+		{"/a/b/", "/a/", true},
+		{"/a/", "/ab/", false},
+		{"/a/", "/b/", false},
+	} {
+		if got := PrefixesOverlap(tt.a, tt.b); got != tt.want {
+			t.Errorf("PrefixesOverlap(%q, %q) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+func TestTenantNames(t *testing.T) {
+	t.Parallel()
+	tn := &EtcdTenant{ObjectMeta: metav1.ObjectMeta{Name: "k0s"}}
+	if tn.EffectivePrefix() != "/k0s/" || tn.UserName() != "tenant-k0s" || tn.ConnectionSecretName() != "k0s-etcd" {
+		t.Errorf("prefix %q, user %q, Secret %q", tn.EffectivePrefix(), tn.UserName(), tn.ConnectionSecretName())
+	}
+	tn.Spec.Prefix = "/control-planes/k0s/"
+	if tn.EffectivePrefix() != "/control-planes/k0s/" {
+		t.Errorf("prefix %q, want spec.prefix", tn.EffectivePrefix())
 	}
 }

@@ -346,8 +346,6 @@ type PodDisruptionBudgetSpec struct {
 }
 
 // SecuritySpec configures TLS and authentication.
-//
-// +kubebuilder:validation:XValidation:rule="!has(self.enableAuth) || !self.enableAuth || (has(self.tls) && (has(self.tls.clientSecret) || has(self.tls.certManager)))",message="spec.security.enableAuth needs client TLS: set spec.security.tls.certManager, or spec.security.tls.clientSecret and clientTrustedCASecret, so the operator can act as the root user with its client certificate"
 type SecuritySpec struct {
 	// tls turns on TLS: certManager has the operator issue every certificate
 	// through cert-manager (peer and client traffic both encrypted, client
@@ -360,8 +358,11 @@ type SecuritySpec struct {
 	TLS *TLSSpec `json:"tls,omitempty"`
 
 	// enableAuth turns on etcd authentication: the operator creates the root
-	// user and role, authenticated by its client certificate, and enables
-	// auth. Requires client TLS.
+	// user and role and enables auth. Root authenticates by the CN of the
+	// operator's client certificate when the operator has one
+	// (tls.certManager or tls.clientSecret), otherwise by a generated
+	// password kept in the Secret <cluster>-root-password. EtcdTenants
+	// need it.
 	//
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Enable Auth",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"}
@@ -535,6 +536,21 @@ type EtcdClusterStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Version"
 	Version string `json:"version,omitempty"`
+
+	// endpoints are the client URLs to reach the cluster at, for
+	// consumers such as kube-apiserver's --etcd-servers: the client
+	// Service, which stays whatever members come and go.
+	//
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Endpoints"
+	Endpoints []string `json:"endpoints,omitempty"`
+
+	// caSecretName is the Secret whose ca.crt verifies the members'
+	// serving certificates, when clients use TLS.
+	//
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="CA Secret",xDescriptors={"urn:alm:descriptor:io.kubernetes:Secret"}
+	CASecretName string `json:"caSecretName,omitempty"`
 
 	// members are the etcd members as last observed.
 	//

@@ -1,5 +1,6 @@
 // Package v1alpha1 contains the v1alpha1 API of the etcd.aenix.io group: the
-// EtcdCluster resource that describes an etcd cluster run by the operator.
+// EtcdCluster resource that describes an etcd cluster run by the operator,
+// and the EtcdTenant resource that shares one with a consumer.
 //
 // +kubebuilder:object:generate=true
 // +groupName=etcd.aenix.io
@@ -23,7 +24,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &EtcdCluster{}, &EtcdClusterList{})
+	s.AddKnownTypes(GroupVersion, &EtcdCluster{}, &EtcdClusterList{}, &EtcdTenant{}, &EtcdTenantList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

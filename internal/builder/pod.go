@@ -61,6 +61,13 @@ func ClientURL(c *etcdv1alpha1.EtcdCluster, member string) string {
 	return fmt.Sprintf("%s://%s:%d", scheme(c.Spec.Security.ClientTLS()), MemberHost(c, member), ClientPort)
 }
 
+// ClientEndpoint is the URL clients reach the cluster at: its client
+// Service, which stays the same whatever members come and go, https when
+// clients use TLS.
+func ClientEndpoint(c *etcdv1alpha1.EtcdCluster) string {
+	return fmt.Sprintf("%s://%s.%s.svc:%d", scheme(c.Spec.Security.ClientTLS()), ClientServiceName(c), c.Namespace, ClientPort)
+}
+
 // MemberHost is the DNS name of a member:
 // <member>.<cluster>-headless.<namespace>.svc.
 func MemberHost(c *etcdv1alpha1.EtcdCluster, member string) string {

@@ -74,6 +74,11 @@ func PeerTLSSecretName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + "-p
 // (CN root) in operator-managed mode.
 func ClientTLSSecretName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + "-client-tls" }
 
+// RootPasswordSecretName is the Secret holding root's password (keys
+// username and password) on a cluster with auth where the operator has no
+// client certificate.
+func RootPasswordSecretName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + "-root-password" }
+
 // TLSSourcesOf says where the TLS pieces of a cluster come from: the
 // operator's Secrets in managed mode (each holds ca.crt of the CA that
 // signed it: server and client certificates share the client CA), the

@@ -136,12 +136,24 @@ type Client interface {
 	Defragment(ctx context.Context, endpoint string) error
 	// AuthEnabled tells whether etcd authentication is on.
 	AuthEnabled(ctx context.Context) (bool, error)
-	// EnableAuth makes sure the root user exists, without a password (it
-	// authenticates by the CN of its client certificate), holds the root
-	// role, and turns authentication on. Safe to repeat.
-	EnableAuth(ctx context.Context) error
+	// EnableAuth makes sure the root user exists and holds the root role,
+	// and turns authentication on. With rootPassword empty root has no
+	// password and authenticates by the CN of its client certificate;
+	// otherwise root's password is made rootPassword. Safe to repeat.
+	EnableAuth(ctx context.Context, rootPassword string) error
 	// DisableAuth turns authentication off. Safe to repeat.
 	DisableAuth(ctx context.Context) error
+	// EnsureTenant makes etcd hold t: a role named t.User whose only
+	// permission is read-write on the keys under t.Prefix, and a user of
+	// that name holding that role and nothing else, with t.Password (or
+	// no password when it is empty). Safe to repeat; it repairs drift.
+	EnsureTenant(ctx context.Context, t Tenant) error
+	// RemoveTenant deletes the user and the role named user; missing ones
+	// are not an error.
+	RemoveTenant(ctx context.Context, user string) error
+	// DeletePrefix deletes every key under prefix and returns how many
+	// there were.
+	DeletePrefix(ctx context.Context, prefix string) (int64, error)
 	// Close releases the client's connections.
 	Close() error
 }
@@ -504,12 +516,11 @@ func (c *client) AuthEnabled(ctx context.Context) (bool, error) {
 // RootUser is the user etcd requires before it turns authentication on.
 const RootUser = "root"
 
-func (c *client) EnableAuth(ctx context.Context) error {
+func (c *client) EnableAuth(ctx context.Context, rootPassword string) error {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	_, err := c.cli.UserAddWithOptions(ctx, RootUser, "", &clientv3.UserAddOptions{NoPassword: true})
-	if err != nil && !errors.Is(rpctypes.Error(err), rpctypes.ErrUserAlreadyExist) {
-		return fmt.Errorf("add user root: %w", err)
+	if err := c.ensureUser(ctx, RootUser, rootPassword); err != nil {
+		return err
 	}
 	if _, err := c.cli.UserGrantRole(ctx, RootUser, RootUser); err != nil {
 		return fmt.Errorf("grant role root to user root: %w", err)
@@ -527,6 +538,113 @@ func (c *client) DisableAuth(ctx context.Context) error {
 		return fmt.Errorf("disable auth: %w", err)
 	}
 	return nil
+}
+
+// Tenant is an etcd user confined to a key prefix by a role of its own.
+type Tenant struct {
+	// User names both the user and its role.
+	User string
+	// Prefix is the start of every key the user may read and write.
+	Prefix string
+	// Password is the user's password; empty for a user that
+	// authenticates only by the CN of its client certificate.
+	Password string
+}
+
+func (c *client) EnsureTenant(ctx context.Context, t Tenant) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	if _, err := c.cli.RoleAdd(ctx, t.User); err != nil && !errors.Is(rpctypes.Error(err), rpctypes.ErrRoleAlreadyExist) {
+		return fmt.Errorf("add role %s: %w", t.User, err)
+	}
+	role, err := c.cli.RoleGet(ctx, t.User)
+	if err != nil {
+		return fmt.Errorf("get role %s: %w", t.User, err)
+	}
+	end := clientv3.GetPrefixRangeEnd(t.Prefix)
+	granted := false
+	for _, p := range role.Perm {
+		if string(p.Key) == t.Prefix && string(p.RangeEnd) == end && p.PermType == clientv3.PermReadWrite {
+			granted = true
+			continue
+		}
+		if _, err := c.cli.RoleRevokePermission(ctx, t.User, string(p.Key), string(p.RangeEnd)); err != nil {
+			return fmt.Errorf("revoke [%q, %q) from role %s: %w", p.Key, p.RangeEnd, t.User, err)
+		}
+	}
+	if !granted {
+		if _, err := c.cli.RoleGrantPermission(ctx, t.User, t.Prefix, end, clientv3.PermissionType(clientv3.PermReadWrite)); err != nil {
+			return fmt.Errorf("grant read-write on %s to role %s: %w", t.Prefix, t.User, err)
+		}
+	}
+	if err := c.ensureUser(ctx, t.User, t.Password); err != nil {
+		return err
+	}
+	user, err := c.cli.UserGet(ctx, t.User)
+	if err != nil {
+		return fmt.Errorf("get user %s: %w", t.User, err)
+	}
+	has := false
+	for _, r := range user.Roles {
+		if r == t.User {
+			has = true
+			continue
+		}
+		if _, err := c.cli.UserRevokeRole(ctx, t.User, r); err != nil {
+			return fmt.Errorf("revoke role %s from user %s: %w", r, t.User, err)
+		}
+	}
+	if !has {
+		if _, err := c.cli.UserGrantRole(ctx, t.User, t.User); err != nil {
+			return fmt.Errorf("grant role %s to user %s: %w", t.User, t.User, err)
+		}
+	}
+	return nil
+}
+
+// ensureUser adds user, with password or none, or makes an existing
+// user's password password: etcd keeps only a hash, so the password is
+// checked by authenticating with it, and changed when that fails.
+func (c *client) ensureUser(ctx context.Context, user, password string) error {
+	opts := &clientv3.UserAddOptions{NoPassword: password == ""}
+	_, err := c.cli.UserAddWithOptions(ctx, user, password, opts)
+	switch {
+	case err == nil || password == "" && errors.Is(rpctypes.Error(err), rpctypes.ErrUserAlreadyExist):
+		return nil
+	case !errors.Is(rpctypes.Error(err), rpctypes.ErrUserAlreadyExist):
+		return fmt.Errorf("add user %s: %w", user, err)
+	}
+	if _, err := c.cli.Authenticate(ctx, user, password); err == nil {
+		return nil
+	} else if !errors.Is(rpctypes.Error(err), rpctypes.ErrAuthFailed) && !errors.Is(rpctypes.Error(err), rpctypes.ErrAuthNotEnabled) {
+		return fmt.Errorf("check the password of user %s: %w", user, err)
+	}
+	if _, err := c.cli.UserChangePassword(ctx, user, password); err != nil {
+		return fmt.Errorf("set the password of user %s: %w", user, err)
+	}
+	return nil
+}
+
+func (c *client) RemoveTenant(ctx context.Context, user string) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	if _, err := c.cli.UserDelete(ctx, user); err != nil && !errors.Is(rpctypes.Error(err), rpctypes.ErrUserNotFound) {
+		return fmt.Errorf("delete user %s: %w", user, err)
+	}
+	if _, err := c.cli.RoleDelete(ctx, user); err != nil && !errors.Is(rpctypes.Error(err), rpctypes.ErrRoleNotFound) {
+		return fmt.Errorf("delete role %s: %w", user, err)
+	}
+	return nil
+}
+
+func (c *client) DeletePrefix(ctx context.Context, prefix string) (int64, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	resp, err := c.cli.Delete(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return 0, fmt.Errorf("delete the keys under %s: %w", prefix, err)
+	}
+	return resp.Deleted, nil
 }
 
 func (c *client) Close() error {

@@ -336,7 +336,7 @@ func TestEnableAuth(t *testing.T) {
 	if on, err := cli.AuthEnabled(ctx); err != nil || on {
 		t.Fatalf("AuthEnabled() = %v, %v on a new cluster", on, err)
 	}
-	if err := cli.EnableAuth(ctx); err != nil {
+	if err := cli.EnableAuth(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
 	if on, err := cli.AuthEnabled(ctx); err != nil || !on {
@@ -349,6 +349,75 @@ func TestEnableAuth(t *testing.T) {
 	t.Cleanup(func() { _ = raw.Close() })
 	if _, err := raw.Put(ctx, "/anonymous", "x"); !errors.Is(err, rpctypes.ErrUserEmpty) {
 		t.Errorf("an anonymous write with auth on: %v, want %v", err, rpctypes.ErrUserEmpty)
+	}
+}
+
+// TestTenants enables auth with a root password and checks that a tenant
+// reads and writes its prefix and nothing else, that a changed password
+// replaces the old one, that a removed tenant cannot authenticate, and
+// that DeletePrefix deletes only under its prefix.
+func TestTenants(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tc := startCluster(t, "v3.6.16", 1)
+	if err := tc.client(t).EnableAuth(ctx, "root-pw"); err != nil {
+		t.Fatal(err)
+	}
+	root := tc.clientAs(t, "root", "root-pw")
+	if err := root.EnableAuth(ctx, "root-pw"); err != nil {
+		t.Fatalf("EnableAuth again: %v", err)
+	}
+	for _, tn := range []etcd.Tenant{{User: "tenant-a", Prefix: "/a/", Password: "a-pw"}, {User: "tenant-b", Prefix: "/b/", Password: "b-pw"}} {
+		for range 2 { // repeating changes nothing
+			if err := root.EnsureTenant(ctx, tn); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	raw := func(user, password string) *clientv3.Client {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{tc.members[0].clientURL}, Username: user, Password: password, DialTimeout: callTimeout, Logger: zap.NewNop()})
+		if err != nil {
+			t.Fatalf("%s: %v", user, err)
+		}
+		t.Cleanup(func() { _ = cli.Close() })
+		return cli
+	}
+	a := raw("tenant-a", "a-pw")
+	if _, err := a.Put(ctx, "/a/x", "1"); err != nil {
+		t.Errorf("tenant-a writing under /a/: %v", err)
+	}
+	for _, key := range []string{"/b/x", "/ax", "/x", "x"} {
+		if _, err := a.Put(ctx, key, "1"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+			t.Errorf("tenant-a writing %s: %v, want permission denied", key, err)
+		}
+	}
+	if _, err := a.Get(ctx, "/", clientv3.WithPrefix()); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Errorf("tenant-a reading everything: %v, want permission denied", err)
+	}
+	if _, err := raw("tenant-b", "b-pw").Put(ctx, "/b/y", "2"); err != nil {
+		t.Errorf("tenant-b writing under /b/: %v", err)
+	}
+	if err := root.EnsureTenant(ctx, etcd.Tenant{User: "tenant-b", Prefix: "/b/", Password: "b-pw2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clientv3.New(clientv3.Config{Endpoints: []string{tc.members[0].clientURL}, Username: "tenant-b", Password: "b-pw", DialTimeout: callTimeout, Logger: zap.NewNop()}); err == nil {
+		t.Error("tenant-b's old password still authenticates")
+	}
+	raw("tenant-b", "b-pw2")
+	if err := root.RemoveTenant(ctx, "tenant-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := root.RemoveTenant(ctx, "tenant-a"); err != nil {
+		t.Fatalf("removing a removed tenant: %v", err)
+	}
+	if _, err := clientv3.New(clientv3.Config{Endpoints: []string{tc.members[0].clientURL}, Username: "tenant-a", Password: "a-pw", DialTimeout: callTimeout, Logger: zap.NewNop()}); err == nil {
+		t.Error("a removed tenant still authenticates")
+	}
+	if n, err := root.DeletePrefix(ctx, "/b/"); err != nil || n != 1 {
+		t.Errorf("DeletePrefix(/b/) = %d, %v, want 1 key", n, err)
+	}
+	if resp, err := raw("root", "root-pw").Get(ctx, "/a/x"); err != nil || len(resp.Kvs) != 1 {
+		t.Errorf("/a/x after deleting /b/: %v, %v", resp, err)
 	}
 }
 
@@ -456,11 +525,17 @@ func (p *process) logTail() string {
 // client returns a Client for every member started so far.
 func (tc *cluster) client(t *testing.T) etcd.Client {
 	t.Helper()
+	return tc.clientAs(t, "", "")
+}
+
+// clientAs is a client of every member, authenticated as user.
+func (tc *cluster) clientAs(t *testing.T, user, password string) etcd.Client {
+	t.Helper()
 	var endpoints []string
 	for _, m := range tc.members {
 		endpoints = append(endpoints, m.clientURL)
 	}
-	cli, err := etcd.New(etcd.Config{Endpoints: endpoints, CallTimeout: callTimeout})
+	cli, err := etcd.New(etcd.Config{Endpoints: endpoints, CallTimeout: callTimeout, Username: user, Password: password})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,11 @@ type shimMount struct {
 // libraries and /etc. Everything else in its root is its own.
 var hostDirs = []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", "/etc"}
 
+// entryWiseDirs are the host directories bound entry by entry instead of as
+// a whole, so volumes can be mounted at new paths in them (/etc/etcd-client,
+// say) as in a real image, where /etc is the image's own.
+var entryWiseDirs = map[string]bool{"/etc": true}
+
 // RunShim becomes the container described by the spec file. It only returns
 // on error.
 func RunShim(specPath string) error {
@@ -101,7 +106,11 @@ func buildRoot(spec shimSpec) error {
 		return fmt.Errorf("mounting the root tmpfs: %w", err)
 	}
 	for _, dir := range hostDirs {
-		if err := bindHostPath(root, dir, true); err != nil {
+		bind := bindHostPath
+		if entryWiseDirs[dir] {
+			bind = bindHostEntries
+		}
+		if err := bind(root, dir, true); err != nil {
 			return err
 		}
 	}
@@ -147,6 +156,28 @@ func bindHostPath(root, path string, readOnly bool) error {
 		return os.Symlink(target, filepath.Join(root, path))
 	}
 	return bindMount(path, filepath.Join(root, path), readOnly)
+}
+
+// bindHostEntries makes the host's directory path appear at the same path
+// under root as a directory of root's own holding each of its entries,
+// bound (or, for symlinks, copied) one by one.
+func bindHostEntries(root, path string, readOnly bool) error {
+	entries, err := os.ReadDir(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(root, path), 0o755); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := bindHostPath(root, filepath.Join(path, e.Name()), readOnly); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // bindMount binds source at target, creating target as a directory or an

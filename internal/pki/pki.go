@@ -186,3 +186,29 @@ func ServerDNSNames(c *etcdv1alpha1.EtcdCluster) []string {
 		svc, svc+"."+c.Namespace, svc+"."+c.Namespace+".svc", svc+"."+c.Namespace+".svc.cluster.local",
 		"localhost")
 }
+
+// TenantCertificate is the client certificate of tenant t of cluster c:
+// its CN is the tenant's etcd user, the cluster's client CA signs it, and
+// it goes into the Secret t.ClientCertificateName(); the tenant owns it.
+func TenantCertificate(c *etcdv1alpha1.EtcdCluster, t *etcdv1alpha1.EtcdTenant) *cmapi.Certificate {
+	labels := builder.ClusterLabels(c)
+	labels[etcdv1alpha1.LabelTenant] = t.Name
+	return &cmapi.Certificate{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            t.ClientCertificateName(),
+			Namespace:       t.Namespace,
+			Labels:          labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(t, etcdv1alpha1.GroupVersion.WithKind("EtcdTenant"))},
+		},
+		Spec: cmapi.CertificateSpec{
+			CommonName:     t.UserName(),
+			SecretName:     t.ClientCertificateName(),
+			Duration:       &leafDuration,
+			RenewBefore:    &leafRenewal,
+			PrivateKey:     privateKey(),
+			Usages:         []cmapi.KeyUsage{cmapi.UsageDigitalSignature, cmapi.UsageKeyEncipherment, cmapi.UsageClientAuth},
+			IssuerRef:      clientIssuer(c),
+			SecretTemplate: &cmapi.CertificateSecretTemplate{Labels: labels},
+		},
+	}
+}

@@ -73,17 +73,19 @@ curl -sS --max-time 5 http://db/health
 
 func TestVolumesOutliveOrDieWithPods(t *testing.T) {
 	t.Parallel()
+	// The emptyDir is mounted under /etc, which comes from the host: a
+	// volume may still go anywhere, as in an image's own /etc.
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	createClaim(ctx, t, ns, "data", "16Mi")
 	writer := func(name string) *corev1.Pod {
 		p := busybox(name, `
-for d in /claim /scratch; do
+for d in /claim /etc/scratch; do
   if [ -f $d/marker ]; then echo "$d kept $(cat $d/marker)"; else echo "$d empty"; fi
 done
-echo `+name+` > /claim/marker; echo `+name+` > /scratch/marker
+echo `+name+` > /claim/marker; echo `+name+` > /etc/scratch/marker
 sleep 3600`)
-		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "claim", MountPath: "/claim"}, {Name: "scratch", MountPath: "/scratch"}}
+		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "claim", MountPath: "/claim"}, {Name: "scratch", MountPath: "/etc/scratch"}}
 		p.Spec.Volumes = []corev1.Volume{
 			{Name: "claim", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}},
 			{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
@@ -92,7 +94,7 @@ sleep 3600`)
 	}
 	createPod(ctx, t, ns, writer("first"), false)
 	eventually(t, 30*time.Second, "the first pod to write its markers", func() error {
-		if out := containerLog(t, ns, "first", "main"); !strings.Contains(out, "/scratch empty") {
+		if out := containerLog(t, ns, "first", "main"); !strings.Contains(out, "/etc/scratch empty") {
 			return fmt.Errorf("log: %q", out)
 		}
 		return nil
@@ -104,7 +106,7 @@ sleep 3600`)
 		if !strings.Contains(out, "/claim kept first") {
 			return fmt.Errorf("the claim's data did not survive the pod: %q", out)
 		}
-		if !strings.Contains(out, "/scratch empty") {
+		if !strings.Contains(out, "/etc/scratch empty") {
 			return fmt.Errorf("the emptyDir's data survived the pod: %q", out)
 		}
 		return nil

@@ -60,7 +60,7 @@ func TestExamplesAreAccepted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	var files []string
-	for _, pattern := range []string{"../../examples/*.yaml", "../../config/samples/etcd_*.yaml"} {
+	for _, pattern := range []string{"../../examples/*.yaml", "../../examples/tenants/*.yaml", "../../config/samples/etcd_*.yaml"} {
 		matches, err := filepath.Glob(pattern)
 		if err != nil {
 			t.Fatal(err)
@@ -71,6 +71,9 @@ func TestExamplesAreAccepted(t *testing.T) {
 		t.Fatalf("found %d example files, want at least 8: %v", len(files), files)
 	}
 	for _, file := range files {
+		if filepath.Base(file) == "k0s.yaml" {
+			continue // k0s's own configuration, not a Kubernetes object
+		}
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			t.Parallel()
 			ns := newNamespace(ctx, t)
@@ -211,8 +214,6 @@ var invalidObjects = []invalid{
 	{"server certificate without its CA", "security: {tls: {serverSecret: server}}", "spec.security.tls: serverSecret and serverTrustedCASecret go together"},
 	{"client certificate without its CA", "security: {tls: {serverSecret: s, serverTrustedCASecret: s-ca, clientSecret: client}}", "spec.security.tls: clientSecret and clientTrustedCASecret go together"},
 	{"client certificates without server TLS", "security: {tls: {clientSecret: c, clientTrustedCASecret: c-ca}}", "spec.security.tls: client certificates need TLS on the client port: set serverSecret and serverTrustedCASecret too"},
-	{"auth without client TLS", "security: {enableAuth: true}", "spec.security.enableAuth needs client TLS: set spec.security.tls.certManager, or spec.security.tls.clientSecret and clientTrustedCASecret"},
-	{"auth with server TLS only", "security: {enableAuth: true, tls: {serverSecret: s, serverTrustedCASecret: s-ca}}", "spec.security.enableAuth needs client TLS"},
 	{"secret name with upper case", "security: {tls: {peerSecret: Peer_TLS, peerTrustedCASecret: peer-ca}}", "spec.security.tls.peerSecret: Invalid value: \"Peer_TLS\": must be the name of a Secret in the cluster's namespace"},
 	{"cert-manager and user Secrets together", "security: {tls: {certManager: {}, serverSecret: s, serverTrustedCASecret: s-ca}}", "spec.security.tls: certManager and the user-provided Secret fields (peerSecret, peerTrustedCASecret, serverSecret, serverTrustedCASecret, clientSecret, clientTrustedCASecret) exclude each other: remove certManager to bring your own certificates, or remove the Secret fields"},
 	{"issuerRef without a name", "security: {tls: {certManager: {issuerRef: {kind: ClusterIssuer}}}}", "spec.security.tls.certManager.issuerRef.name: Required value"},
@@ -360,6 +361,11 @@ var updates = []update{
 		after:  "{replicas: 5, security: {tls: {certManager: {issuerRef: {name: corp-ca}}}}}",
 	},
 	{
+		name:   "auth turned on without TLS (root gets a password)",
+		before: "replicas: 3",
+		after:  "{replicas: 3, security: {enableAuth: true}}",
+	},
+	{
 		name:   "options and scale change",
 		before: "{replicas: 3, options: {election-timeout: '1000'}}",
 		after:  "{replicas: 5, options: {election-timeout: '2000', heartbeat-interval: '200'}}",
@@ -388,6 +394,50 @@ func TestUpdateRules(t *testing.T) {
 			}
 			assertRejected(t, err, tt.want)
 		})
+	}
+}
+
+// TestTenantRules checks what the API server refuses of an EtcdTenant, at
+// creation and on update.
+func TestTenantRules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	tenant := func(name, spec string) *unstructured.Unstructured {
+		obj := clusterFromSpec(t, ns, name, spec)
+		obj.SetKind("EtcdTenant")
+		return obj
+	}
+	for i, tt := range []struct{ spec, want string }{
+		{"{}", "spec.clusterName: Required value"},
+		{"{clusterName: shared, prefix: tenant/}", "spec.prefix must start and end with \"/\""},
+		{"{clusterName: shared, prefix: /tenant}", "spec.prefix must start and end with \"/\""},
+		{"{clusterName: shared, prefix: /}", "spec.prefix must start and end with \"/\" and name something"},
+		{"{clusterName: shared, retentionPolicy: Forget}", "spec.retentionPolicy: Unsupported value: \"Forget\""},
+	} {
+		assertRejected(t, createStrict(ctx, tenant(fmt.Sprintf("invalid-%d", i), tt.spec)), tt.want)
+	}
+	for i, tt := range []struct{ before, after, want string }{
+		{"{clusterName: shared}", "{clusterName: other}", "spec.clusterName cannot change"},
+		{"{clusterName: shared}", "{clusterName: shared, prefix: /elsewhere/}", "spec.prefix cannot change"},
+		{"{clusterName: shared, prefix: /a/}", "{clusterName: shared, prefix: /b/}", "spec.prefix cannot change"},
+		{"{clusterName: shared}", "{clusterName: shared, password: true}", "spec.password cannot change"},
+		{"{clusterName: shared}", "{clusterName: shared, retentionPolicy: Delete}", ""},
+	} {
+		obj := tenant(fmt.Sprintf("update-%d", i), tt.before)
+		if err := createStrict(ctx, obj); err != nil {
+			t.Fatalf("creating %s: %v", tt.before, err)
+		}
+		changed := tenant(obj.GetName(), tt.after)
+		changed.SetResourceVersion(obj.GetResourceVersion())
+		err := k8sClient.Update(ctx, changed, &client.UpdateOptions{FieldValidation: metav1.FieldValidationStrict})
+		if tt.want == "" {
+			if err != nil {
+				t.Errorf("%s -> %s rejected: %v", tt.before, tt.after, err)
+			}
+			continue
+		}
+		assertRejected(t, err, tt.want)
 	}
 }
 

@@ -162,10 +162,10 @@ func (e *Env) InstallOperator() error {
 	return nil
 }
 
-// DumpOnFailure, registered with t.Cleanup before the namespace is
-// deleted, prints what a failed test leaves behind in ns: every Pod with
-// its phase and container states, the tail of each container's log, and
-// the operator's log lines about ns.
+// DumpOnFailure registers a t.Cleanup (call it after the namespace's
+// deletion is registered, so it runs first) that prints what a failed
+// test leaves behind in ns: every Pod with its phase and container states,
+// the tail of each container's log, and the operator's log lines about ns.
 func (e *Env) DumpOnFailure(t testing.TB, ns string) {
 	t.Helper()
 	t.Cleanup(func() {

@@ -16,7 +16,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/etcd-operator/etcd-operator/internal/etcd"
@@ -42,6 +44,9 @@ const (
 	AuthStatus Method = "AuthEnabled"
 	AuthOn     Method = "EnableAuth"
 	AuthOff    Method = "DisableAuth"
+	EnsureTen  Method = "EnsureTenant"
+	RemoveTen  Method = "RemoveTenant"
+	DelPrefix  Method = "DeletePrefix"
 	Close      Method = "Close"
 )
 
@@ -80,6 +85,9 @@ type Client struct {
 	calls     []Call
 	closed    bool
 	auth      bool
+	rootPass  string
+	tenants   map[string]etcd.Tenant
+	keys      map[string]string
 }
 
 var _ etcd.Client = (*Client)(nil)
@@ -94,6 +102,8 @@ func New(members ...etcd.Member) *Client {
 		unhealthy: map[string]error{},
 		failures:  map[Method]error{},
 		failOnce:  map[Method][]error{},
+		tenants:   map[string]etcd.Tenant{},
+		keys:      map[string]string{},
 	}
 	for _, m := range members {
 		c.members = append(c.members, clone(m))
@@ -486,14 +496,81 @@ func (c *Client) AuthEnabled(ctx context.Context) (bool, error) {
 }
 
 // EnableAuth implements etcd.Client.
-func (c *Client) EnableAuth(ctx context.Context) error {
+func (c *Client) EnableAuth(ctx context.Context, rootPassword string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.begin(ctx, Call{Method: AuthOn}); err != nil {
 		return err
 	}
-	c.auth = true
+	c.auth, c.rootPass = true, rootPassword
 	return nil
+}
+
+// RootPassword is root's password as EnableAuth last set it.
+func (c *Client) RootPassword() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rootPass
+}
+
+// EnsureTenant implements etcd.Client.
+func (c *Client) EnsureTenant(ctx context.Context, t etcd.Tenant) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.begin(ctx, Call{Method: EnsureTen}); err != nil {
+		return err
+	}
+	c.tenants[t.User] = t
+	return nil
+}
+
+// RemoveTenant implements etcd.Client.
+func (c *Client) RemoveTenant(ctx context.Context, user string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.begin(ctx, Call{Method: RemoveTen}); err != nil {
+		return err
+	}
+	delete(c.tenants, user)
+	return nil
+}
+
+// DeletePrefix implements etcd.Client.
+func (c *Client) DeletePrefix(ctx context.Context, prefix string) (int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.begin(ctx, Call{Method: DelPrefix}); err != nil {
+		return 0, err
+	}
+	var n int64
+	for k := range c.keys {
+		if strings.HasPrefix(k, prefix) {
+			delete(c.keys, k)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Tenants are the tenants etcd holds, by user.
+func (c *Client) Tenants() map[string]etcd.Tenant {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.tenants)
+}
+
+// Put stores a key, for tests of DeletePrefix.
+func (c *Client) Put(key, value string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.keys[key] = value
+}
+
+// Keys are the stored keys.
+func (c *Client) Keys() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Sorted(maps.Keys(c.keys))
 }
 
 // DisableAuth implements etcd.Client.

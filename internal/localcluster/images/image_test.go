@@ -19,6 +19,7 @@ func TestArgv(t *testing.T) {
 	etcdAlone := resolve("registry.k8s.io/etcd:3.5.21-0")
 	operator := resolve("ghcr.io/etcd-operator/etcd-operator:v0.1.0")
 	certManager := resolve("quay.io/jetstack/cert-manager-controller:v1.17.2")
+	apiserver := resolve("registry.k8s.io/kube-apiserver:v1.37.2")
 	busybox := resolve("busybox:1.36")
 	debian := resolve("debian:12")
 	tests := []struct {
@@ -54,6 +55,8 @@ func TestArgv(t *testing.T) {
 			[]string{b.bin("cert-manager-controller-v1.17.2"), "--v=2", "--cluster-resource-namespace=cert-manager"}, "",
 		},
 		{"cert-manager by the image's path", certManager, []string{"/app/cmd/controller/controller"}, []string{"--v=2"}, []string{b.bin("cert-manager-controller-v1.17.2"), "--v=2"}, ""},
+		{"kube-apiserver command", apiserver, []string{"kube-apiserver", "--etcd-prefix=/a/"}, nil, []string{b.bin("kube-apiserver-v1.37.2"), "--etcd-prefix=/a/"}, ""},
+		{"kube-apiserver by its path in the image", apiserver, []string{"/usr/local/bin/kube-apiserver"}, nil, []string{b.bin("kube-apiserver-v1.37.2")}, ""},
 		{"host shell", busybox, []string{"sh", "-c", "sleep 1"}, nil, []string{b.cmd("sh"), "-c", "sleep 1"}, ""},
 		{"host command by its path in the image", busybox, []string{"/bin/sleep"}, []string{"3600"}, []string{b.cmd("sleep"), "3600"}, ""},
 		{"host command from args", busybox, nil, []string{"cat", "/etc/hostname"}, []string{b.cmd("cat"), "/etc/hostname"}, ""},

@@ -19,6 +19,9 @@ const (
 	// CertManagerControllerRepository is cert-manager's controller image; tag
 	// T runs binDir/cert-manager-controller-T.
 	CertManagerControllerRepository = "quay.io/jetstack/cert-manager-controller"
+	// KubeAPIServerRepository is kube-apiserver's image; tag T has
+	// binDir/kube-apiserver-T as its kube-apiserver command.
+	KubeAPIServerRepository = "registry.k8s.io/kube-apiserver"
 )
 
 // etcdRepositories are the etcd images, each with whether its tags are in
@@ -103,6 +106,9 @@ func (t *Table) resolve(ref string, r reference) (Image, error) {
 	if r.repo == CertManagerControllerRepository {
 		return t.certManager(r)
 	}
+	if r.repo == KubeAPIServerRepository {
+		return t.kubeAPIServer(r)
+	}
 	if cmd, ok := hostImages[r.name()]; ok {
 		return t.host(cmd), nil
 	}
@@ -169,6 +175,16 @@ func (t *Table) certManager(r reference) (Image, error) {
 	}, nil
 }
 
+// kubeAPIServer returns the Image of a kube-apiserver reference r: like the
+// real image, it has no entrypoint and its command is kube-apiserver.
+func (t *Table) kubeAPIServer(r reference) (Image, error) {
+	bin := filepath.Join(t.binDir, "kube-apiserver-"+r.tag)
+	if r.tag == "" || !isFile(bin) {
+		return Image{}, fmt.Errorf("no kube-apiserver %q in the local cluster (no file %s)", r.tag, bin)
+	}
+	return Image{Binaries: map[string]string{"kube-apiserver": bin}}, nil
+}
+
 // host returns the Image of a general-purpose image whose default command is
 // cmd; without cmd on the host the image has no default command.
 func (t *Table) host(cmd string) Image {
@@ -189,10 +205,12 @@ func (t *Table) known() string {
 		"registry.k8s.io/etcd:X.Y.Z-0 or etcd:vX.Y.Z (versions in %s: %s); "+
 		"the operator as %s:<any tag> (manager %s); "+
 		"cert-manager as %s:<tag> (tags in %s: %s); "+
+		"kube-apiserver as %s:<tag> (tags in %s: %s); "+
 		"busybox, alpine, debian and ubuntu on any registry with any tag, with the host's commands",
 		t.binDir, orNone(t.etcdVersions()),
 		OperatorRepository, manager,
-		CertManagerControllerRepository, t.binDir, orNone(t.suffixes("cert-manager-controller-")))
+		CertManagerControllerRepository, t.binDir, orNone(t.suffixes("cert-manager-controller-")),
+		KubeAPIServerRepository, t.binDir, orNone(t.suffixes("kube-apiserver-")))
 }
 
 // etcdVersions returns the versions of the etcd binaries in binDir, oldest

@@ -31,6 +31,7 @@ func TestResolve(t *testing.T) {
 		"registry.k8s.io/etcd:X.Y.Z-0 or etcd:vX.Y.Z (versions in " + b.dir + ": v3.5.21, v3.6.0-rc.1, v3.6.16); " +
 		"the operator as ghcr.io/etcd-operator/etcd-operator:<any tag> (manager built); " +
 		"cert-manager as quay.io/jetstack/cert-manager-controller:<tag> (tags in " + b.dir + ": v1.17.2); " +
+		"kube-apiserver as registry.k8s.io/kube-apiserver:<tag> (tags in " + b.dir + ": v1.37.2); " +
 		"busybox, alpine, debian and ubuntu on any registry with any tag, with the host's commands"
 	tests := []struct {
 		name    string
@@ -70,6 +71,7 @@ func TestResolve(t *testing.T) {
 				"registry.k8s.io/etcd:X.Y.Z-0 or etcd:vX.Y.Z (versions in " + noManager.dir + ": v3.5.21, v3.6.0-rc.1, v3.6.16); " +
 				"the operator as ghcr.io/etcd-operator/etcd-operator:<any tag> (manager not built: run make build); " +
 				"cert-manager as quay.io/jetstack/cert-manager-controller:<tag> (tags in " + noManager.dir + ": v1.17.2); " +
+				"kube-apiserver as registry.k8s.io/kube-apiserver:<tag> (tags in " + noManager.dir + ": v1.37.2); " +
 				"busybox, alpine, debian and ubuntu on any registry with any tag, with the host's commands",
 		},
 		{

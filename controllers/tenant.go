@@ -1,0 +1,116 @@
+package controllers
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
+)
+
+// Reasons of an EtcdTenant's Ready condition.
+const (
+	reasonTenantReady     = "Ready"
+	reasonClusterNotFound = "ClusterNotFound"
+	reasonAuthOff         = "AuthDisabled"
+	reasonAuthPending     = "WaitingForAuth"
+	reasonNoIssuer        = "NoIssuer"
+	reasonPrefixOverlap   = "PrefixOverlap"
+	reasonTenantIssuing   = "Issuing"
+	reasonTenantEtcd      = "EtcdUnreachable"
+	reasonRevokeFailed    = "RevokeFailed"
+)
+
+// Keys of a tenant's connection Secret besides the kubernetes.io/tls and
+// basic-auth ones (tls.crt, tls.key, ca.crt, username, password).
+const (
+	keyEndpoints = "endpoints"
+	keyPrefix    = "prefix"
+)
+
+// tenantBlocker says why tenant t cannot be set up on cluster c (nil when
+// it does not exist) next to the other tenants of the namespace, or ""
+// when nothing stands in the way. Every reason names what to do.
+func tenantBlocker(t *etcdv1alpha1.EtcdTenant, c *etcdv1alpha1.EtcdCluster, others []etcdv1alpha1.EtcdTenant) (reason, message string) {
+	if c == nil || !c.DeletionTimestamp.IsZero() {
+		return reasonClusterNotFound, fmt.Sprintf("EtcdCluster %s does not exist in namespace %s: create it, or fix spec.clusterName", t.Spec.ClusterName, t.Namespace)
+	}
+	if other := overlappingTenant(t, others); other != nil {
+		return reasonPrefixOverlap, fmt.Sprintf("Prefix %s overlaps prefix %s of EtcdTenant %s, which came first on EtcdCluster %s: give this tenant a prefix neither starts the other", t.EffectivePrefix(), other.EffectivePrefix(), other.Name, c.Name)
+	}
+	if !c.Spec.Security.AuthEnabled() {
+		return reasonAuthOff, fmt.Sprintf("EtcdCluster %s runs without etcd authentication, so any client could read every tenant's keys: set spec.security.enableAuth: true on it", c.Name)
+	}
+	if c.Spec.Security.ClientCertAuth() && !c.Spec.Security.ManagedTLS() {
+		return reasonNoIssuer, fmt.Sprintf("EtcdCluster %s requires client certificates signed by the CA in Secret %s, which the operator cannot issue: use spec.security.tls.certManager on the cluster", c.Name, c.Spec.Security.TLS.ClientTrustedCASecret)
+	}
+	if auth := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAuthentication); auth == nil || auth.Status != metav1.ConditionTrue {
+		why := "the operator has not turned it on yet"
+		if auth != nil {
+			why = auth.Message
+		}
+		return reasonAuthPending, fmt.Sprintf("Waiting for etcd authentication on EtcdCluster %s: %s", c.Name, why)
+	}
+	return "", ""
+}
+
+// overlappingTenant is the tenant among others, on the same cluster and
+// created before t (by name on a tie), whose prefix overlaps t's: it keeps
+// its prefix and t is refused.
+func overlappingTenant(t *etcdv1alpha1.EtcdTenant, others []etcdv1alpha1.EtcdTenant) *etcdv1alpha1.EtcdTenant {
+	sorted := slices.Clone(others)
+	slices.SortFunc(sorted, func(a, b etcdv1alpha1.EtcdTenant) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	for i := range sorted {
+		o := &sorted[i]
+		if o.Name == t.Name {
+			return nil // every one before t was checked
+		}
+		if o.Spec.ClusterName == t.Spec.ClusterName && o.DeletionTimestamp.IsZero() && etcdv1alpha1.PrefixesOverlap(o.EffectivePrefix(), t.EffectivePrefix()) {
+			return o
+		}
+	}
+	return nil
+}
+
+// tenantPasswordMode tells whether tenant t of cluster c gets a password:
+// always without a client certificate to give it, else when it asks.
+func tenantPasswordMode(t *etcdv1alpha1.EtcdTenant, c *etcdv1alpha1.EtcdCluster) bool {
+	return !c.Spec.Security.ManagedTLS() || t.Spec.Password
+}
+
+// connectionData is the content of a tenant's connection Secret: what a
+// consumer needs and nothing else. ca and cert are the cluster's CA
+// Secret and the tenant's certificate Secret (nil when unused).
+func connectionData(t *etcdv1alpha1.EtcdTenant, c *etcdv1alpha1.EtcdCluster, ca, cert *corev1.Secret, password string) map[string][]byte {
+	data := map[string][]byte{
+		keyEndpoints: []byte(strings.Join([]string{builder.ClientEndpoint(c)}, ",")),
+		keyPrefix:    []byte(t.EffectivePrefix()),
+	}
+	if ca != nil {
+		data[builder.CAKey] = ca.Data[builder.CAKey]
+	}
+	if cert != nil {
+		data[corev1.TLSCertKey] = cert.Data[corev1.TLSCertKey]
+		data[corev1.TLSPrivateKeyKey] = cert.Data[corev1.TLSPrivateKeyKey]
+	}
+	if password != "" {
+		data[corev1.BasicAuthUsernameKey] = []byte(t.UserName())
+		data[corev1.BasicAuthPasswordKey] = []byte(password)
+	}
+	return data
+}
+
+// tenantReady is the Ready condition of a tenant.
+func tenantReady(t *etcdv1alpha1.EtcdTenant, status metav1.ConditionStatus, reason, message string) metav1.Condition {
+	return metav1.Condition{Type: etcdv1alpha1.ConditionReady, Status: status, Reason: reason, Message: message, ObservedGeneration: t.Generation}
+}
