@@ -274,6 +274,7 @@ func TestTLSOperatorManaged(t *testing.T) {
 	}
 	assertMembers(ctx, t, tlsClient(ctx, t, ns, c.Name, roots, cert), ns, 3)
 	assertAuthToggles(ctx, t, c, roots, cert)
+	assertRenewalWithoutDowntime(ctx, t, c, roots, cert)
 }
 
 // assertAuthToggles turns spec.security.enableAuth on: a client whose
@@ -419,4 +420,89 @@ func TestTLSUserProvidedSecrets(t *testing.T) {
 			t.Errorf("the operator wrote the user's Secret: %v", mf)
 		}
 	}
+}
+
+// assertRenewalWithoutDowntime has cert-manager renew the members' server
+// and peer certificates (as `cmctl renew` does) while a writer writes, and
+// checks that every member serves the new certificates on both ports
+// without a restart and that no acknowledged write is lost.
+func assertRenewalWithoutDowntime(ctx context.Context, t *testing.T, c *etcdv1alpha1.EtcdCluster, roots *x509.CertPool, root *tls.Certificate) {
+	t.Helper()
+	ns := c.Namespace
+	peerCert, peerRoots := secretPair(ctx, t, ns, builder.PeerTLSSecretName(c))
+	pods := &corev1.PodList{}
+	if err := k8sClient.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(builder.MemberSelectorLabels(c))); err != nil {
+		t.Fatal(err)
+	}
+	// served is the serial of the leaf a member serves on a port.
+	served := func(pod *corev1.Pod, port string, roots *x509.CertPool, cert *tls.Certificate) (string, error) {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", net.JoinHostPort(pod.Status.PodIP, port),
+			&tls.Config{RootCAs: roots, ServerName: pod.Name + "." + c.Name + "-headless." + ns + ".svc", Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12})
+		if err != nil {
+			return "", err
+		}
+		defer func() { _ = conn.Close() }()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
+	}
+	before := map[string]string{}
+	restarts := map[string]int32{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		for port, pair := range map[string]struct {
+			roots *x509.CertPool
+			cert  *tls.Certificate
+		}{"2379": {roots, root}, "2380": {peerRoots, peerCert}} {
+			serial, err := served(p, port, pair.roots, pair.cert)
+			if err != nil {
+				t.Fatalf("%s:%s: %v", p.Name, port, err)
+			}
+			before[p.Name+":"+port] = serial
+		}
+		restarts[p.Name] = p.Status.ContainerStatuses[0].RestartCount
+	}
+	finish := startWriter(ctx, t, tlsClient(ctx, t, ns, c.Name, roots, root))
+	start := time.Now()
+	for _, name := range []string{builder.ServerTLSSecretName(c), builder.PeerTLSSecretName(c)} {
+		cert := &cmapi.Certificate{}
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cert); err != nil {
+			t.Fatal(err)
+		}
+		cert.Status.Conditions = append(cert.Status.Conditions, cmapi.CertificateCondition{
+			Type: cmapi.CertificateConditionIssuing, Status: cmmeta.ConditionTrue, Reason: "ManuallyTriggered",
+			Message: "renewal triggered by the e2e suite", LastTransitionTime: ptr.To(metav1.Now()), ObservedGeneration: cert.Generation,
+		})
+		if err := k8sClient.Status().Update(ctx, cert); err != nil {
+			t.Fatalf("triggering the renewal of %s: %v", name, err)
+		}
+	}
+	support.Eventually(t, 3*time.Minute, "every member to serve renewed certificates", func() error {
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			for port, pair := range map[string]struct {
+				roots *x509.CertPool
+				cert  *tls.Certificate
+			}{"2379": {roots, root}, "2380": {peerRoots, peerCert}} {
+				serial, err := served(p, port, pair.roots, pair.cert)
+				if err != nil {
+					return fmt.Errorf("%s:%s: %w", p.Name, port, err)
+				}
+				if serial == before[p.Name+":"+port] {
+					return fmt.Errorf("%s:%s still serves serial %s", p.Name, port, serial)
+				}
+			}
+		}
+		return nil
+	})
+	t.Logf("every member served the renewed server and peer certificates %s after the renewal was triggered", time.Since(start).Round(time.Second))
+	finish()
+	for i := range pods.Items {
+		p := &corev1.Pod{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(&pods.Items[i]), p); err != nil {
+			t.Fatal(err)
+		}
+		if p.UID != pods.Items[i].UID || p.Status.ContainerStatuses[0].RestartCount != restarts[p.Name] {
+			t.Errorf("member %s was restarted or replaced for the renewal", p.Name)
+		}
+	}
+	assertMembers(ctx, t, tlsClient(ctx, t, ns, c.Name, roots, root), ns, 3)
 }
