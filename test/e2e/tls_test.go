@@ -156,10 +156,40 @@ func assertTLSAccess(ctx context.Context, t *testing.T, ns, name string, roots *
 		cancel()
 		if err == nil {
 			t.Errorf("a client with %s could write", what)
-		} else {
-			t.Logf("a client with %s is refused: %v", what, err)
+			continue
 		}
+		// The refusal itself is a TLS alert: with TLS 1.3 it arrives on
+		// the first read after the handshake.
+		alert := tlsRefusal(ctx, t, ns, name, roots, c)
+		if !strings.Contains(alert, "tls:") {
+			t.Errorf("a client with %s: the TLS handshake ended with %q, want a TLS alert", what, alert)
+		}
+		t.Logf("a client with %s is refused: %v (TLS: %s)", what, err, alert)
 	}
+}
+
+// tlsRefusal is how a member ends a TLS connection from a client with cert
+// (nil for none) through the client Service, or "accepted".
+func tlsRefusal(ctx context.Context, t *testing.T, ns, name string, roots *x509.CertPool, cert *tls.Certificate) string {
+	t.Helper()
+	svc := &corev1.Service{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &tls.Config{RootCAs: roots, ServerName: name + "." + ns + ".svc", MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", net.JoinHostPort(svc.Spec.ClusterIP, "2379"), cfg)
+	if err != nil {
+		return err.Error()
+	}
+	defer func() { _ = conn.Close() }()
+	_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err.Error()
+	}
+	return "accepted"
 }
 
 // assertServedChain checks, at the TLS level, the certificate a member
