@@ -11,8 +11,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -44,19 +42,7 @@ func (r *ClusterReconciler) reconcileChildren(ctx context.Context, c *etcdv1alph
 
 // apply server-side applies a built object as the cluster reconciler.
 func (r *ClusterReconciler) apply(ctx context.Context, obj client.Object) error {
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return err
-	}
-	delete(u, "status")
-	if md, ok := u["metadata"].(map[string]any); ok {
-		delete(md, "creationTimestamp")
-	}
-	ac := client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u})
-	if err := r.Apply(ctx, ac, client.FieldOwner(ClusterFieldManager), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying %T %s: %w", obj, obj.GetName(), err)
-	}
-	return nil
+	return applyObject(ctx, r.Client, obj, ClusterFieldManager)
 }
 
 // observe reads the cluster's member Pods and, through them, etcd.

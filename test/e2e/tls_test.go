@@ -474,20 +474,31 @@ func assertRenewalWithoutDowntime(ctx context.Context, t *testing.T, c *etcdv1al
 		defer func() { _ = conn.Close() }()
 		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
 	}
-	before := map[string]string{}
-	restarts := map[string]int32{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		for port, pair := range map[string]struct {
-			roots *x509.CertPool
-			cert  *tls.Certificate
-		}{"2379": {roots, root}, "2380": {peerRoots, peerCert}} {
-			serial, err := served(p, port, pair.roots, pair.cert)
-			if err != nil {
-				t.Fatalf("%s:%s: %v", p.Name, port, err)
+	// serials are the serials every member serves on its client and
+	// peer ports.
+	serials := func() (map[string]string, error) {
+		out := map[string]string{}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			for port, pair := range map[string]struct {
+				roots *x509.CertPool
+				cert  *tls.Certificate
+			}{"2379": {roots, root}, "2380": {peerRoots, peerCert}} {
+				serial, err := served(p, port, pair.roots, pair.cert)
+				if err != nil {
+					return nil, fmt.Errorf("%s:%s: %w", p.Name, port, err)
+				}
+				out[p.Name+":"+port] = serial
 			}
-			before[p.Name+":"+port] = serial
 		}
+		return out, nil
+	}
+	before, err := serials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarts := map[string]int32{}
+	for _, p := range pods.Items {
 		restarts[p.Name] = p.Status.ContainerStatuses[0].RestartCount
 	}
 	finish := startWriter(ctx, t, tlsClient(ctx, t, ns, c.Name, roots, root))
@@ -506,19 +517,13 @@ func assertRenewalWithoutDowntime(ctx context.Context, t *testing.T, c *etcdv1al
 		}
 	}
 	support.Eventually(t, 3*time.Minute, "every member to serve renewed certificates", func() error {
-		for i := range pods.Items {
-			p := &pods.Items[i]
-			for port, pair := range map[string]struct {
-				roots *x509.CertPool
-				cert  *tls.Certificate
-			}{"2379": {roots, root}, "2380": {peerRoots, peerCert}} {
-				serial, err := served(p, port, pair.roots, pair.cert)
-				if err != nil {
-					return fmt.Errorf("%s:%s: %w", p.Name, port, err)
-				}
-				if serial == before[p.Name+":"+port] {
-					return fmt.Errorf("%s:%s still serves serial %s", p.Name, port, serial)
-				}
+		now, err := serials()
+		if err != nil {
+			return err
+		}
+		for where, serial := range now {
+			if serial == before[where] {
+				return fmt.Errorf("%s still serves serial %s", where, serial)
 			}
 		}
 		return nil
