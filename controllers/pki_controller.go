@@ -191,19 +191,27 @@ func (r *PKIReconciler) issuing(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 		if err := r.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
 			return nil, err
 		}
-		ready := false
-		why := "cert-manager has not looked at it yet"
-		for _, cond := range got.Status.Conditions {
-			if cond.Type == cmapi.CertificateConditionReady {
-				ready = cond.Status == cmmeta.ConditionTrue && cond.ObservedGeneration == got.Generation
-				why = cond.Reason + ": " + cond.Message
-			}
-		}
-		if !ready {
-			waiting = append(waiting, fmt.Sprintf("Certificate %s is not issued yet (%s)", got.Name, why))
+		if why := notIssued(got); why != "" {
+			waiting = append(waiting, why)
 		}
 	}
 	return waiting, nil
+}
+
+// notIssued says why cert-manager has not issued a Certificate for its
+// current spec yet; "" once it has.
+func notIssued(cert *cmapi.Certificate) string {
+	why := "cert-manager has not looked at it yet"
+	for _, cond := range cert.Status.Conditions {
+		if cond.Type != cmapi.CertificateConditionReady {
+			continue
+		}
+		if cond.Status == cmmeta.ConditionTrue && cond.ObservedGeneration == cert.Generation {
+			return ""
+		}
+		why = cond.Reason + ": " + cond.Message
+	}
+	return fmt.Sprintf("Certificate %s is not issued yet (%s)", cert.Name, why)
 }
 
 // certificatesWait turns the creation of a member Pod into a wait while the

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
-	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -171,21 +170,14 @@ func (r *TenantReconciler) certificate(ctx context.Context, t *etcdv1alpha1.Etcd
 	if err := r.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
 		return nil, "", err
 	}
-	why := "cert-manager has not looked at it yet"
-	for _, cond := range got.Status.Conditions {
-		if cond.Type != cmapi.CertificateConditionReady {
-			continue
-		}
-		if cond.Status == cmmeta.ConditionTrue && cond.ObservedGeneration == got.Generation {
-			s := &corev1.Secret{}
-			if err := r.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: want.Spec.SecretName}, s); err != nil {
-				return nil, "", err
-			}
-			return s, "", nil
-		}
-		why = cond.Reason + ": " + cond.Message
+	if why := notIssued(got); why != "" {
+		return nil, why, nil
 	}
-	return nil, fmt.Sprintf("Certificate %s is not issued yet (%s)", want.Name, why), nil
+	s := &corev1.Secret{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: want.Spec.SecretName}, s); err != nil {
+		return nil, "", err
+	}
+	return s, "", nil
 }
 
 // writeSecret creates the connection Secret, or updates it when its
