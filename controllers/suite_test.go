@@ -20,10 +20,20 @@ import (
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 	"github.com/etcd-operator/etcd-operator/internal/etcd"
+	"github.com/etcd-operator/etcd-operator/internal/etcd/fake"
 	"github.com/etcd-operator/etcd-operator/test/support"
 )
 
 var k8sClient client.Client
+
+// tenantEtcd is the etcd the tenant reconciler of the test manager sees.
+var tenantEtcd = fake.New()
+
+// unclosable keeps the shared fake open when a reconciler closes its
+// client.
+type unclosable struct{ *fake.Client }
+
+func (unclosable) Close() error { return nil }
 
 func TestMain(m *testing.M) {
 	os.Exit(runWithManager(m))
@@ -58,6 +68,14 @@ func runWithManager(m *testing.M) int {
 	// envtest serves no cert-manager API: operator-managed clusters wait.
 	if err := (&PKIReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("test")}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up the PKI reconciler: %v\n", err)
+		return 1
+	}
+	// The tenant reconciler talks to one fake etcd for every cluster.
+	tenantConnect := func(context.Context, *etcdv1alpha1.EtcdCluster, []string) (etcd.Client, error) {
+		return unclosable{tenantEtcd}, nil
+	}
+	if err := (&TenantReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("test"), NewEtcdClient: tenantConnect}).SetupWithManager(mgr); err != nil {
+		fmt.Fprintf(os.Stderr, "setting up the tenant reconciler: %v\n", err)
 		return 1
 	}
 	ctx, cancel := context.WithCancel(context.Background())

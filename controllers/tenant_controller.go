@@ -297,6 +297,26 @@ func (r *TenantReconciler) tenantsOfCluster(ctx context.Context, obj client.Obje
 	return reqs
 }
 
+// siblingTenants maps a tenant to the other tenants of its cluster: one
+// refused for overlapping its prefix may proceed once it is gone.
+func (r *TenantReconciler) siblingTenants(ctx context.Context, obj client.Object) []reconcile.Request {
+	t, ok := obj.(*etcdv1alpha1.EtcdTenant)
+	if !ok {
+		return nil
+	}
+	tenants := &etcdv1alpha1.EtcdTenantList{}
+	if err := r.List(ctx, tenants, client.InNamespace(t.Namespace)); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, o := range tenants.Items {
+		if o.Name != t.Name && o.Spec.ClusterName == t.Spec.ClusterName {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&o)})
+		}
+	}
+	return reqs
+}
+
 // tenantOfSecret maps a tenant's certificate Secret (labelled by
 // cert-manager's secretTemplate) to the tenant.
 func tenantOfSecret(_ context.Context, obj client.Object) []reconcile.Request {
@@ -330,6 +350,10 @@ func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&etcdv1alpha1.EtcdTenant{}).
 		Watches(&etcdv1alpha1.EtcdCluster{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfCluster), ctrlbuilder.WithPredicates(clusterChangeForTenants)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(tenantOfSecret)).
+		Watches(&etcdv1alpha1.EtcdTenant{}, handler.EnqueueRequestsFromMapFunc(r.siblingTenants), ctrlbuilder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false },
+			UpdateFunc: func(e event.UpdateEvent) bool { return !e.ObjectNew.GetDeletionTimestamp().IsZero() },
+		})).
 		Named("etcdtenant")
 	if r.CertManager {
 		b = b.Owns(&cmapi.Certificate{})
