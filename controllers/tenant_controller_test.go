@@ -126,9 +126,13 @@ func awaitTenant(ctx context.Context, t *testing.T, key client.ObjectKey, reason
 func awaitGone(ctx context.Context, t *testing.T, tn *etcdv1alpha1.EtcdTenant) {
 	t.Helper()
 	eventually(t, 30*time.Second, "tenant "+tn.Name+" to be gone", func() error {
-		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(tn), &etcdv1alpha1.EtcdTenant{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there: %v", err)
+		err := k8sClient.Get(ctx, client.ObjectKeyFromObject(tn), &etcdv1alpha1.EtcdTenant{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
 		}
-		return nil
+		return fmt.Errorf("still there")
 	})
 }
