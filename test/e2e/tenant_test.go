@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,13 @@ func TestTenantsShareACluster(t *testing.T) {
 	assertSecretKeys(t, b, "endpoints", "prefix", "ca.crt", "tls.crt", "tls.key", "username", "password")
 	if got, want := string(a.Data["endpoints"]), "https://shared."+ns+".svc:2379"; got != want {
 		t.Errorf("tenant-a's endpoints = %q, want %q", got, want)
+	}
+	shared := &etcdv1alpha1.EtcdCluster{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "shared"}, shared); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(shared.Status.Endpoints, []string{string(a.Data["endpoints"])}) || shared.Status.CASecretName != "shared-server-tls" {
+		t.Errorf("the cluster publishes endpoints %v and CA Secret %q", shared.Status.Endpoints, shared.Status.CASecretName)
 	}
 	if string(a.Data["prefix"]) != "/tenant-a/" || string(b.Data["prefix"]) != "/control-planes/b/" {
 		t.Errorf("prefixes %q and %q, want /tenant-a/ and /control-planes/b/", a.Data["prefix"], b.Data["prefix"])
