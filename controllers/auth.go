@@ -33,8 +33,8 @@ const authRecheck = 5 * time.Second
 // once the cluster has formed and its certificates (if any) are ready: on,
 // with a root user that authenticates by the CN of the operator's client
 // certificate (root), or by a generated password when the operator has no
-// client certificate; off again when the field is cleared. It returns the Authentication condition and how soon to look
-// again (0 when it is done).
+// client certificate; off again when the field is cleared. It returns the
+// Authentication condition and how soon to look again (0 when it is done).
 func (r *PKIReconciler) authentication(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (metav1.Condition, time.Duration, error) {
 	want := c.Spec.Security.AuthEnabled()
 	cond := metav1.Condition{Type: etcdv1alpha1.ConditionAuthentication, ObservedGeneration: c.Generation}

@@ -93,7 +93,7 @@ func tenantPasswordMode(t *etcdv1alpha1.EtcdTenant, c *etcdv1alpha1.EtcdCluster)
 // Secret and the tenant's certificate Secret (nil when unused).
 func connectionData(t *etcdv1alpha1.EtcdTenant, c *etcdv1alpha1.EtcdCluster, ca, cert *corev1.Secret, password string) map[string][]byte {
 	data := map[string][]byte{
-		keyEndpoints: []byte(strings.Join([]string{builder.ClientEndpoint(c)}, ",")),
+		keyEndpoints: []byte(builder.ClientEndpoint(c)),
 		keyPrefix:    []byte(t.EffectivePrefix()),
 	}
 	if ca != nil {
