@@ -83,7 +83,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	step := certificatesWait(cluster, plan(observed))
+	step := certificatesWait(observed, plan(observed))
 	status := topologyStatus(observed, step)
 	status.conditions = append(status.conditions, warning)
 	if err := applyStatus(ctx, r.Client, cluster, ClusterFieldManager, status); err != nil {
@@ -111,6 +111,8 @@ func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&etcdv1alpha1.EtcdCluster{}, ctrlbuilder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.Pod{}).
+		// The trust bundle, whose change rolls the members.
+		Owns(&corev1.Secret{}).
 		Owns(&corev1.Service{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Named("etcdcluster").

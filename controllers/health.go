@@ -290,18 +290,18 @@ func planMaintenance(c *etcdv1alpha1.EtcdCluster, p probe) maintenance {
 		m := fragmented[0]
 		st := byID[m.ID]
 		return maintenance{kind: maintDefragment, member: memberName(c, m), endpoint: st.Endpoint,
-			reason: fmt.Sprintf("%s: %s of its %s database is free", memberName(c, m), bytes(st.DBSize-st.DBSizeInUse), bytes(st.DBSize))}
+			reason: fmt.Sprintf("%s: %s of its %s database is free", memberName(c, m), sizeOf(st.DBSize-st.DBSizeInUse), sizeOf(st.DBSize))}
 	}
 	if full != "" {
 		return maintenance{kind: maintCompact, member: full,
-			reason: fmt.Sprintf("NOSPACE: live data of %s is at least 80%% of quota-backend-bytes (%s); compacting drops old revisions (if it frees nothing, delete keys or raise quota-backend-bytes)", full, bytes(quota))}
+			reason: fmt.Sprintf("NOSPACE: live data of %s is at least 80%% of quota-backend-bytes (%s); compacting drops old revisions (if it frees nothing, delete keys or raise quota-backend-bytes)", full, sizeOf(quota))}
 	}
 	a := noSpace[0]
 	return maintenance{kind: maintDisarm, alarm: a, member: etcd.FormatID(a.MemberID), reason: "NOSPACE: every database has room again"}
 }
 
-// bytes prints a size the way Kubernetes quantities read.
-func bytes(n int64) string {
+// sizeOf prints a size the way Kubernetes quantities read.
+func sizeOf(n int64) string {
 	return resource.NewQuantity(n, resource.BinarySI).String()
 }
 

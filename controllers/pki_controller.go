@@ -1,8 +1,12 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
@@ -17,6 +21,7 @@ import (
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -42,8 +47,11 @@ const (
 // operator-managed mode it applies the cert-manager Issuers and
 // Certificates that issue them; in both modes it checks the Secrets the
 // members and the operator use and reports the CertificatesReady
-// condition, with the nearest expiry. It never writes a Secret: the
-// user's are read only, the operator's are cert-manager's to write.
+// condition, with the nearest expiry. It gathers the CAs members and
+// clients trust into the trust bundle Secret and, for the CAs it creates,
+// keeps the copy their Issuer signs with (see internal/pki/trust.go); the
+// user's Secrets are read only, the certificates are cert-manager's to
+// write.
 type PKIReconciler struct {
 	client.Client
 	Recorder recorder.EventRecorder
@@ -56,7 +64,8 @@ type PKIReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=cert-manager.io,resources=certificates;issuers,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 
 // Reconcile issues (managed mode) and checks the certificates of one
 // cluster. Failures return an error; RequeueAfter is only for known waits.
@@ -74,7 +83,7 @@ func (r *PKIReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 	var wait time.Duration
 	certsReady := true
 	if c.Spec.Security.TLSEnabled() {
-		cond, recheck, err := r.certificates(ctx, c, time.Now())
+		cond, trusted, recheck, err := r.certificates(ctx, c, time.Now())
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -82,6 +91,9 @@ func (r *PKIReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 			r.event(c, corev1.EventTypeWarning, cond.Reason, "%s", cond.Message)
 		}
 		conds, wait, certsReady = append(conds, cond), recheck, cond.Status == metav1.ConditionTrue
+		if trusted != nil {
+			conds = append(conds, *trusted)
+		}
 	}
 	if certsReady && r.NewEtcdClient != nil {
 		auth, recheck, err := r.authentication(ctx, c)
@@ -100,27 +112,37 @@ func (r *PKIReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 }
 
 // certificates is the step list of a pass: apply the cert-manager objects
-// (managed mode), wait for cert-manager to issue, check the Secrets.
-func (r *PKIReconciler) certificates(ctx context.Context, c *etcdv1alpha1.EtcdCluster, now time.Time) (metav1.Condition, time.Duration, error) {
+// (managed mode), gather the trust bundle and let the operator's CAs sign
+// once members trust them, wait for cert-manager to issue, check the
+// Secrets. It returns the CertificatesReady condition and, once the bundle
+// exists, the CATrusted one.
+func (r *PKIReconciler) certificates(ctx context.Context, c *etcdv1alpha1.EtcdCluster, now time.Time) (metav1.Condition, *metav1.Condition, time.Duration, error) {
+	var trusted *metav1.Condition
 	if c.Spec.Security.ManagedTLS() {
 		if !r.CertManager {
-			return pki.Condition(c, pki.ReasonCertManagerMissing, []string{"The cert-manager API (cert-manager.io/v1) is not installed: install cert-manager, then restart the operator"}, time.Time{}, now), certManagerMissingRequeue, nil
+			return pki.Condition(c, pki.ReasonCertManagerMissing, []string{"The cert-manager API (cert-manager.io/v1) is not installed: install cert-manager, then restart the operator"}, time.Time{}, now), nil, certManagerMissingRequeue, nil
 		}
 		if err := r.applyCertManagerObjects(ctx, c); err != nil {
-			return metav1.Condition{}, 0, err
+			return metav1.Condition{}, nil, 0, err
+		}
+		// cert-manager's Secrets are trusted as they come: the bundle and
+		// the signing copies are needed before any leaf can be issued.
+		var err error
+		if trusted, err = r.trust(ctx, c, now); err != nil {
+			return pki.Condition(c, pki.ReasonSecretInvalid, []string{err.Error()}, time.Time{}, now), nil, 0, nil
 		}
 		issuing, err := r.issuing(ctx, c)
 		if err != nil || len(issuing) > 0 {
-			return pki.Condition(c, pki.ReasonIssuing, issuing, time.Time{}, now), 0, err
+			return pki.Condition(c, pki.ReasonIssuing, issuing, time.Time{}, now), trusted, 0, err
 		}
 	}
 	var problems []string
 	var nearest time.Time
-	for _, n := range pki.Needs(builder.TLSSourcesOf(c)) {
+	for _, n := range pki.Needs(builder.CertificateSourcesOf(c)) {
 		s := &corev1.Secret{}
 		if err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: n.Secret}, s); err != nil {
 			if !apierrors.IsNotFound(err) {
-				return metav1.Condition{}, 0, err
+				return metav1.Condition{}, nil, 0, err
 			}
 			s = nil
 		}
@@ -135,10 +157,114 @@ func (r *PKIReconciler) certificates(ctx context.Context, c *etcdv1alpha1.EtcdCl
 		}
 	}
 	if len(problems) > 0 {
-		return pki.Condition(c, pki.ReasonSecretInvalid, problems, time.Time{}, now), 0, nil
+		return pki.Condition(c, pki.ReasonSecretInvalid, problems, time.Time{}, now), trusted, 0, nil
+	}
+	if trusted == nil {
+		// The user's Secrets are gathered once they are valid.
+		var err error
+		if trusted, err = r.trust(ctx, c, now); err != nil {
+			return pki.Condition(c, pki.ReasonSecretInvalid, []string{err.Error()}, time.Time{}, now), nil, 0, nil
+		}
 	}
 	// Look again when the nearest certificate expires, to report it.
-	return pki.Condition(c, "", nil, nearest, now), min(nearest.Sub(now)+time.Second, certificatesRecheck), nil
+	return pki.Condition(c, "", nil, nearest, now), trusted, min(nearest.Sub(now)+time.Second, certificatesRecheck), nil
+}
+
+// trust gathers the cluster's trust bundle from the certificate Secrets
+// and the previous bundle, applies it when it changed, and refreshes the
+// signing copy of each of the operator's CAs that every member Pod now
+// trusts. Its error is a certificate Secret that cannot be read as one;
+// failures to talk to the API server are returned as errors too.
+func (r *PKIReconciler) trust(ctx context.Context, c *etcdv1alpha1.EtcdCluster, now time.Time) (*metav1.Condition, error) {
+	secrets := map[string]*corev1.Secret{}
+	get := func(name string) (*corev1.Secret, error) {
+		if s, ok := secrets[name]; ok {
+			return s, nil
+		}
+		s := &corev1.Secret{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, s); apierrors.IsNotFound(err) {
+			s = nil
+		} else if err != nil {
+			return nil, err
+		}
+		secrets[name] = s
+		return s, nil
+	}
+	sources := pki.TrustSources(c)
+	for _, keys := range sources {
+		for _, k := range keys {
+			if _, err := get(k.Secret); err != nil {
+				return nil, err
+			}
+		}
+	}
+	bundleName := builder.TrustBundleSecretName(c)
+	previous, err := get(bundleName)
+	if err != nil {
+		return nil, err
+	}
+	var prevData map[string][]byte
+	if previous != nil {
+		prevData = previous.Data
+	}
+	data, err := pki.Trust(sources, func(k builder.SecretKey) []byte {
+		if s := secrets[k.Secret]; s != nil {
+			return s.Data[k.Key]
+		}
+		return nil
+	}, prevData, now)
+	if err != nil {
+		return nil, err
+	}
+	if previous == nil || !maps.EqualFunc(data, previous.Data, bytes.Equal) {
+		if err := applyObject(ctx, r.Client, pki.TrustBundleSecret(c, data), PKIFieldManager); err != nil {
+			return nil, err
+		}
+		r.event(c, corev1.EventTypeNormal, "TrustBundleUpdated", "Secret %s now holds %s", bundleName, pki.DescribeTrust(data))
+	}
+	hash := builder.TrustBundleHash(data)
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabelsSelector{Selector: MemberSelector(c)}); err != nil {
+		return nil, err
+	}
+	trusting, all := pki.TrustingPods(pods.Items, hash), len(pods.Items)
+	var waitingCAs []string
+	if c.Spec.Security.ManagedTLS() {
+		for _, name := range pki.OwnCAs(c) {
+			ca, err := get(name)
+			if err != nil || ca == nil {
+				return nil, err
+			}
+			signing, err := get(pki.SigningSecretName(name))
+			if err != nil {
+				return nil, err
+			}
+			if signing != nil && bytes.Equal(signing.Data[builder.CertKey], ca.Data[builder.CertKey]) {
+				continue
+			}
+			if trusting < all || !pki.Trusts(c, data, name, ca.Data[builder.CertKey]) {
+				waitingCAs = append(waitingCAs, name)
+				continue
+			}
+			if err := applyObject(ctx, r.Client, pki.SigningSecret(c, ca), PKIFieldManager); err != nil {
+				return nil, err
+			}
+			if signing != nil {
+				r.event(c, corev1.EventTypeNormal, "CARolledOut", "Every member trusts the new %s: it signs from now on", name)
+			}
+		}
+	}
+	cond := &metav1.Condition{Type: etcdv1alpha1.ConditionCATrusted, ObservedGeneration: c.Generation,
+		Status: metav1.ConditionTrue, Reason: pki.ReasonAllMembersTrust,
+		Message: fmt.Sprintf("All %d member Pods were started trusting the CAs of Secret %s (%s)", all, bundleName, pki.DescribeTrust(data))}
+	if trusting < all {
+		cond.Status, cond.Reason = metav1.ConditionFalse, pki.ReasonRollingOut
+		cond.Message = fmt.Sprintf("%d of %d member Pods were started trusting the CAs of Secret %s (%s); the others are restarted one at a time", trusting, all, bundleName, pki.DescribeTrust(data))
+		if len(waitingCAs) > 0 {
+			cond.Message += "; the renewed " + strings.Join(waitingCAs, " and ") + " signs nothing until every member trusts it"
+		}
+	}
+	return cond, nil
 }
 
 // applyCertManagerObjects server-side applies the cluster's Issuers and
@@ -216,19 +342,24 @@ func notIssued(cert *cmapi.Certificate) string {
 
 // certificatesWait turns the creation of a member Pod into a wait while the
 // cluster's certificates are not ready (as the PKI reconciler reports in
-// CertificatesReady): the Pod could not start without its Secrets, and a
-// Pod waiting on a missing Secret says nothing in the cluster's status.
-func certificatesWait(c *etcdv1alpha1.EtcdCluster, a action) action {
+// CertificatesReady) or its trust bundle does not exist: the Pod could not
+// start without its Secrets, and a Pod waiting on a missing Secret says
+// nothing in the cluster's status.
+func certificatesWait(o observed, a action) action {
+	c := o.cluster
 	if (a.kind != actCreateSeed && a.kind != actCreatePod) || !c.Spec.Security.TLSEnabled() {
 		return a
 	}
 	cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionCertificatesReady)
-	if cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == c.Generation {
+	if cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == c.Generation && o.trustHash != "" {
 		return a
 	}
 	why := "the PKI reconciler has not checked them yet"
-	if cond != nil && cond.Status == metav1.ConditionFalse {
+	switch {
+	case cond != nil && cond.Status == metav1.ConditionFalse:
 		why = cond.Message
+	case cond != nil && cond.Status == metav1.ConditionTrue:
+		why = "the trust bundle Secret " + builder.TrustBundleSecretName(c) + " does not exist yet"
 	}
 	return action{kind: actWait, member: a.member, reason: "waiting for the certificates before creating the member's Pod: " + why}
 }
@@ -240,7 +371,7 @@ func (r *PKIReconciler) event(c *etcdv1alpha1.EtcdCluster, eventType, reason, fo
 }
 
 // clustersUsingSecret maps a Secret to the clusters of its namespace whose
-// TLS uses it.
+// TLS uses it, or which it is the trust bundle or a signing copy of.
 func (r *PKIReconciler) clustersUsingSecret(ctx context.Context, obj client.Object) []reconcile.Request {
 	clusters := &etcdv1alpha1.EtcdClusterList{}
 	if err := r.List(ctx, clusters, client.InNamespace(obj.GetNamespace())); err != nil {
@@ -249,11 +380,8 @@ func (r *PKIReconciler) clustersUsingSecret(ctx context.Context, obj client.Obje
 	var reqs []reconcile.Request
 	for i := range clusters.Items {
 		c := &clusters.Items[i]
-		for _, n := range pki.Needs(builder.TLSSourcesOf(c)) {
-			if n.Secret == obj.GetName() {
-				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(c)})
-				break
-			}
+		if slices.Contains(pki.SecretsOf(c), obj.GetName()) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(c)})
 		}
 	}
 	return reqs
@@ -265,6 +393,9 @@ func (r *PKIReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&etcdv1alpha1.EtcdCluster{}, ctrlbuilder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.clustersUsingSecret)).
+		// A member Pod created or deleted may be the last one to trust a
+		// new CA, which may then sign.
+		Owns(&corev1.Pod{}, ctrlbuilder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
 		Named("etcdcluster-pki")
 	if r.CertManager {
 		b = b.Owns(&cmapi.Certificate{})

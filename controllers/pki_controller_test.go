@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
 	"github.com/etcd-operator/etcd-operator/internal/pki"
 )
 
@@ -100,6 +101,29 @@ func TestUserSecretsAreValidated(t *testing.T) {
 	eventually(t, 20*time.Second, "the first member's Pod", func() error {
 		return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "user-tls-0"}, &corev1.Pod{})
 	})
+	// The members trust the CAs of the bundle, which the user's CA
+	// Secret fills; a second CA added to it is gathered too.
+	bundle := &corev1.Secret{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "user-tls-ca-bundle"}, bundle); err != nil {
+		t.Fatal(err)
+	}
+	if string(bundle.Data["ca.crt"]) != string(certPEM) || string(bundle.Data["peer-ca.crt"]) != string(certPEM) || len(bundle.Data) != 2 {
+		t.Errorf("trust bundle = %v, want ca.crt and peer-ca.crt holding the CA", bundle.Data)
+	}
+	pod := &corev1.Pod{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "user-tls-0"}, pod); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := pod.Annotations[etcdv1alpha1.AnnotationTrustBundleHash], builder.TrustBundleHash(bundle.Data); got != want {
+		t.Errorf("the member Pod was started with trust bundle %q, want %q", got, want)
+	}
+	awaitMessage(etcdv1alpha1.ConditionCATrusted, metav1.ConditionTrue, "(1 server CA, 1 peer CA)")
+	newCA, _ := testPair(t)
+	secrets[0].Data["ca.crt"] = append(append([]byte{}, certPEM...), newCA...)
+	if err := k8sClient.Update(ctx, secrets[0]); err != nil {
+		t.Fatal(err)
+	}
+	awaitMessage(etcdv1alpha1.ConditionCATrusted, metav1.ConditionFalse, "(2 server CAs, 2 peer CAs); the others are restarted one at a time")
 	for _, s := range secrets {
 		got := &corev1.Secret{}
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(s), got); err != nil {

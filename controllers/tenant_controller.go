@@ -317,14 +317,18 @@ func (r *TenantReconciler) siblingTenants(ctx context.Context, obj client.Object
 	return reqs
 }
 
-// tenantOfSecret maps a tenant's certificate Secret (labelled by
-// cert-manager's secretTemplate) to the tenant.
-func tenantOfSecret(_ context.Context, obj client.Object) []reconcile.Request {
-	name, ok := obj.GetLabels()[etcdv1alpha1.LabelTenant]
-	if !ok {
-		return nil
+// tenantsOfSecret maps a tenant's certificate Secret (labelled by
+// cert-manager's secretTemplate) to the tenant, and a cluster's trust
+// bundle to the cluster's tenants, whose ca.crt it is.
+func (r *TenantReconciler) tenantsOfSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+	if name, ok := obj.GetLabels()[etcdv1alpha1.LabelTenant]; ok {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}}}
 	}
-	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}}}
+	cluster := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: obj.GetLabels()[etcdv1alpha1.LabelCluster]}}
+	if cluster.Name != "" && obj.GetName() == builder.TrustBundleSecretName(cluster) {
+		return r.tenantsOfCluster(ctx, cluster)
+	}
+	return nil
 }
 
 // clusterChangeForTenants lets through the cluster changes tenants
@@ -349,7 +353,7 @@ func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&etcdv1alpha1.EtcdTenant{}).
 		Watches(&etcdv1alpha1.EtcdCluster{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfCluster), ctrlbuilder.WithPredicates(clusterChangeForTenants)).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(tenantOfSecret)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfSecret)).
 		Watches(&etcdv1alpha1.EtcdTenant{}, handler.EnqueueRequestsFromMapFunc(r.siblingTenants), ctrlbuilder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(event.CreateEvent) bool { return false },
 			UpdateFunc: func(e event.UpdateEvent) bool { return !e.ObjectNew.GetDeletionTimestamp().IsZero() },

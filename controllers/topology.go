@@ -80,6 +80,14 @@ func (r *ClusterReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdClu
 	if o.lostNodes, err = r.lostNodes(ctx, o.pods); err != nil {
 		return o, err
 	}
+	if c.Spec.Security.TLSEnabled() {
+		bundle := &corev1.Secret{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: builder.TrustBundleSecretName(c)}, bundle); err == nil {
+			o.trustHash = builder.TrustBundleHash(bundle.Data)
+		} else if !apierrors.IsNotFound(err) {
+			return o, err
+		}
+	}
 	slices.Sort(endpoints)
 	pr := probeMembers(ctx, r.NewEtcdClient, c, endpoints, false)
 	o.members, o.clusterID, o.leader, o.version, o.etcdErr = pr.members, pr.clusterID, pr.leader, pr.version, pr.err
@@ -156,7 +164,7 @@ func (r *ClusterReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 				return waitRequeue, err
 			}
 		}
-		pod := builder.MemberPod(c, builder.Member{Name: a.member, ClusterState: state, InitialCluster: a.initialCluster})
+		pod := builder.MemberPod(c, builder.Member{Name: a.member, ClusterState: state, InitialCluster: a.initialCluster, TrustBundleHash: o.trustHash})
 		if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 			return 0, fmt.Errorf("creating Pod %s: %w", pod.Name, err)
 		}
@@ -369,9 +377,8 @@ func topologyStatus(o observed, a action) statusPatch {
 		progressing.Message = "The operator changes nothing while the annotation " + etcdv1alpha1.AnnotationPaused + " is \"true\"; it would now: " + a.String()
 	}
 	updated := 0
-	hash := builder.PodSpecHash(c)
 	for _, p := range o.pods {
-		if p.Annotations[etcdv1alpha1.AnnotationPodSpecHash] == hash {
+		if !o.outdated(p) {
 			updated++
 		}
 	}

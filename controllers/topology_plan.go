@@ -46,6 +46,16 @@ type observed struct {
 	lostNodes map[string]bool
 	// etcdErr is why members is nil.
 	etcdErr error
+	// trustHash is the hash of the trust bundle member Pods start with;
+	// empty without TLS, or before the PKI reconciler has gathered it.
+	trustHash string
+}
+
+// outdated tells whether Pod p was built from an older spec or started
+// with an older trust bundle than o's.
+func (o observed) outdated(p *corev1.Pod) bool {
+	return p.Annotations[etcdv1alpha1.AnnotationPodSpecHash] != builder.PodSpecHash(o.cluster) ||
+		o.trustHash != "" && p.Annotations[etcdv1alpha1.AnnotationTrustBundleHash] != o.trustHash
 }
 
 // actionKind is the one step a reconcile pass takes.
@@ -265,17 +275,17 @@ func checkVersions(o observed) (action, bool) {
 	return action{}, false
 }
 
-// planRoll rolls one member whose Pod was built from an older spec:
+// planRoll rolls one member whose Pod was built from an older spec or
+// started with an older trust bundle:
 // only when membership matches the spec, every voter answers and every
 // Pod is Ready; followers first, by name, the leader last, after moving
 // its leadership away. The member comes back from its claim, or, with an
 // emptyDir, is replaced by a fresh member.
 func planRoll(o observed, voters []etcd.Member) (action, bool) {
 	c := o.cluster
-	want := builder.PodSpecHash(c)
 	var outdated []string
 	for _, name := range slices.Sorted(maps.Keys(o.pods)) {
-		if p := o.pods[name]; p.DeletionTimestamp == nil && p.Annotations[etcdv1alpha1.AnnotationPodSpecHash] != want {
+		if p := o.pods[name]; p.DeletionTimestamp == nil && o.outdated(p) {
 			outdated = append(outdated, name)
 		}
 	}

@@ -40,8 +40,10 @@ type world struct {
 	// outdated Pods were built from an older spec; runs is the etcd version
 	// every member reports and image the spec's etcd image.
 	outdated []string
-	runs     string
-	image    string
+	// untrusting Pods were started with an older trust bundle.
+	untrusting []string
+	runs       string
+	image      string
 	// unready Pods have not been Ready for ten minutes (the others are
 	// Ready); lost Pods are on a
 	// node that is not Ready; deleting Pods are being deleted.
@@ -88,6 +90,13 @@ func (w world) observed() observed {
 		pod.Annotations = map[string]string{etcdv1alpha1.AnnotationPodSpecHash: builder.PodSpecHash(c)}
 		if slices.Contains(w.outdated, p) {
 			pod.Annotations[etcdv1alpha1.AnnotationPodSpecHash] = "old"
+		}
+		if w.untrusting != nil {
+			o.trustHash = "bundle"
+			pod.Annotations[etcdv1alpha1.AnnotationTrustBundleHash] = "bundle"
+			if slices.Contains(w.untrusting, p) {
+				pod.Annotations[etcdv1alpha1.AnnotationTrustBundleHash] = "older bundle"
+			}
 		}
 		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 		if slices.Contains(w.unready, p) {
@@ -195,6 +204,8 @@ func TestPlan(t *testing.T) {
 		{"roll: waits for every Pod to be Ready", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-1"}, unready: []string{"a-2"}, notReadyFor: time.Second}, actWait, "a-2"},
 		{"roll: membership first", world{replicas: 3, voters: []string{"a-0", "a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0", outdated: []string{"a-1"}}, actAddLearner, "a-2"},
 		{"roll: waits for the rolled Pod to be gone", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0", "a-2"}, deleting: []string{"a-1"}}, actWait, "a-1"},
+		{"roll: a member started with an older trust bundle", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", untrusting: []string{"a-2"}}, actRoll, "a-2"},
+		{"roll: nothing when every member trusts the bundle", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", untrusting: []string{}}, actNone, ""},
 		{"roll: a lone emptyDir member would lose its data", world{replicas: 1, voters: []string{"a-0"}, pods: []string{"a-0"}, leader: "a-0", outdated: []string{"a-0"}}, actBlocked, "a-0"},
 		{"roll: a lone member with a claim", world{replicas: 1, voters: []string{"a-0"}, pods: []string{"a-0"}, claims: []string{"a-0"}, persistent: true, leader: "a-0", outdated: []string{"a-0"}}, actRoll, "a-0"},
 		{"upgrade 3.5 -> 3.6", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-1"}, runs: "3.5.21", image: "quay.io/coreos/etcd:v3.6.16"}, actRoll, "a-1"},

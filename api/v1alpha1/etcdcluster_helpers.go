@@ -47,6 +47,12 @@ const (
 	// True.
 	ConditionCertificatesReady = "CertificatesReady"
 
+	// ConditionCATrusted is True when every member Pod was started with
+	// the cluster's current trust bundle (the CAs it trusts, old and new);
+	// while it is False a CA change is being rolled out and the new CA
+	// signs nothing yet. Only clusters with TLS have it.
+	ConditionCATrusted = "CATrusted"
+
 	// ConditionConfigurationWarning is True when the spec is accepted but
 	// part of it is ignored or questionable; the message says what to change.
 	ConditionConfigurationWarning = "ConfigurationWarning"
@@ -72,6 +78,12 @@ const DefaultUnhealthyMemberTimeout = 5 * time.Minute
 // hash of what shapes every member's Pod when it was built; the operator
 // rolls Pods whose hash is not the spec's.
 const AnnotationPodSpecHash = "etcd.aenix.io/pod-spec-hash"
+
+// AnnotationTrustBundleHash is the annotation that holds, on a member
+// Pod, the hash of the trust bundle it was started with: etcd reads the
+// CAs it trusts only when it starts, so a Pod with another hash than the
+// bundle's is rolled.
+const AnnotationTrustBundleHash = "etcd.aenix.io/trust-bundle-hash"
 
 // AnnotationPaused is the annotation that, set to "true" on an EtcdCluster,
 // stops the operator from changing anything of the cluster (membership,

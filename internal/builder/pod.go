@@ -48,6 +48,9 @@ type Member struct {
 	// InitialCluster is etcd's --initial-cluster: name=peerURL pairs of the
 	// members as etcd knows them when this one starts, itself included.
 	InitialCluster string
+	// TrustBundleHash is the hash of the trust bundle the Pod starts with
+	// (TrustBundleHash); empty without TLS.
+	TrustBundleHash string
 }
 
 // PeerURL is the peer URL of a member: its stable name under the headless
@@ -125,6 +128,9 @@ func MemberPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 		pod.Annotations = map[string]string{}
 	}
 	pod.Annotations[etcdv1alpha1.AnnotationPodSpecHash] = PodSpecHash(c)
+	if m.TrustBundleHash != "" {
+		pod.Annotations[etcdv1alpha1.AnnotationTrustBundleHash] = m.TrustBundleHash
+	}
 	return pod
 }
 

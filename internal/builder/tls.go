@@ -1,6 +1,10 @@
 package builder
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -79,11 +83,56 @@ func ClientTLSSecretName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + "
 // client certificate.
 func RootPasswordSecretName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + "-root-password" }
 
-// TLSSourcesOf says where the TLS pieces of a cluster come from: the
-// operator's Secrets in managed mode (each holds ca.crt of the CA that
-// signed it: server and client certificates share the client CA), the
-// user's Secrets otherwise. A cluster without TLS gets the zero value.
+// TrustBundleSecretName is the Secret of the CAs a cluster's members and
+// clients trust, which the PKI reconciler gathers from the certificate
+// Secrets: every CA in use now and those replaced but not expired yet.
+func TrustBundleSecretName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + "-ca-bundle" }
+
+// Keys of the trust bundle, one per kind of CA.
+const (
+	// BundleServerCAKey holds the CAs clients verify members' serving
+	// certificates with.
+	BundleServerCAKey = CAKey
+	// BundleClientCAKey holds the CAs members verify client certificates
+	// with.
+	BundleClientCAKey = clientCAFile
+	// BundlePeerCAKey holds the CAs members verify each other with.
+	BundlePeerCAKey = peerCAFile
+)
+
+// TrustBundleHash hashes the content of a trust bundle: a member Pod
+// started with another one is rolled.
+func TrustBundleHash(data map[string][]byte) string {
+	h := sha256.New()
+	for _, k := range slices.Sorted(maps.Keys(data)) {
+		_, _ = fmt.Fprintf(h, "%s=%x;", k, data[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// TLSSourcesOf says where members and the operator find each piece of a
+// cluster's TLS: certificates and keys in the Secrets of
+// CertificateSourcesOf, the CAs they trust in the trust bundle. A cluster
+// without TLS gets the zero value.
 func TLSSourcesOf(c *etcdv1alpha1.EtcdCluster) TLSSources {
+	s := CertificateSourcesOf(c)
+	bundle := TrustBundleSecretName(c)
+	for _, ca := range []struct {
+		k   *SecretKey
+		key string
+	}{{&s.ServerCA, BundleServerCAKey}, {&s.ClientCA, BundleClientCAKey}, {&s.PeerCA, BundlePeerCAKey}} {
+		if ca.k.IsSet() {
+			*ca.k = SecretKey{bundle, ca.key}
+		}
+	}
+	return s
+}
+
+// CertificateSourcesOf says where the TLS pieces of a cluster are issued
+// to: the operator's Secrets in managed mode (each holds ca.crt of the CA
+// that signed it: server and client certificates share the client CA),
+// the user's Secrets otherwise. A cluster without TLS gets the zero value.
+func CertificateSourcesOf(c *etcdv1alpha1.EtcdCluster) TLSSources {
 	sec := c.Spec.Security
 	var s TLSSources
 	switch {

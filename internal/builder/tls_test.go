@@ -48,20 +48,20 @@ func TestTLSArgsAndURLs(t *testing.T) {
 				"--peer-trusted-ca-file=/var/lib/etcd-tls/peer-ca.crt", "--peer-client-cert-auth=true",
 				"--peer-skip-client-san-verification=true",
 			},
-			volumeSecrets: []string{"a-server-tls", "a-client-tls", "a-peer-tls"},
+			volumeSecrets: []string{"a-server-tls", "a-ca-bundle", "a-peer-tls"},
 		},
 		{
 			name: "user Secrets, all of them", cluster: withTLS("a", userAll),
 			peerURL: "https://a-0.a-headless.ns.svc:2380", clientURL: "https://a-0.a-headless.ns.svc:2379",
 			want:          []string{"--client-cert-auth=true", "--peer-client-cert-auth=true", "--trusted-ca-file=/var/lib/etcd-tls/client-ca.crt"},
-			volumeSecrets: []string{"server", "client-ca", "peer", "peer-ca"},
+			volumeSecrets: []string{"server", "a-ca-bundle", "peer"},
 		},
 		{
 			name: "user Secrets, peers only: clients stay plain", cluster: withTLS("a", &etcdv1alpha1.TLSSpec{PeerSecret: "peer", PeerTrustedCASecret: "peer-ca"}),
 			peerURL: "https://a-0.a-headless.ns.svc:2380", clientURL: "http://a-0.a-headless.ns.svc:2379",
 			want:          []string{"--listen-client-urls=http://0.0.0.0:2379", "--peer-cert-file=/var/lib/etcd-tls/peer.crt"},
 			absent:        []string{"--cert-file", "--client-cert-auth"},
-			volumeSecrets: []string{"peer", "peer-ca"},
+			volumeSecrets: []string{"peer", "a-ca-bundle"},
 		},
 		{
 			name: "user Secrets, server without client auth", cluster: withTLS("a", &etcdv1alpha1.TLSSpec{ServerSecret: "server", ServerTrustedCASecret: "server-ca"}),
@@ -121,9 +121,40 @@ func TestTLSVolumeItems(t *testing.T) {
 		}
 	}
 	checkEqual(t, items, map[string]string{
-		"server.crt": "a-server-tls/tls.crt", "server.key": "a-server-tls/tls.key", "client-ca.crt": "a-client-tls/ca.crt",
-		"peer.crt": "a-peer-tls/tls.crt", "peer.key": "a-peer-tls/tls.key", "peer-ca.crt": "a-peer-tls/ca.crt",
+		"server.crt": "a-server-tls/tls.crt", "server.key": "a-server-tls/tls.key", "client-ca.crt": "a-ca-bundle/client-ca.crt",
+		"peer.crt": "a-peer-tls/tls.crt", "peer.key": "a-peer-tls/tls.key", "peer-ca.crt": "a-ca-bundle/peer-ca.crt",
 	})
+}
+
+// Members and clients trust the CAs of the bundle; the certificates stay
+// where they are issued.
+func TestTLSSourcesTrustTheBundle(t *testing.T) {
+	t.Parallel()
+	c := withTLS("a", &etcdv1alpha1.TLSSpec{ServerSecret: "server", ServerTrustedCASecret: "server-ca", PeerSecret: "peer", PeerTrustedCASecret: "peer-ca"})
+	issued, used := CertificateSourcesOf(c), TLSSourcesOf(c)
+	checkEqual(t, issued.ServerCA, SecretKey{"server-ca", CAKey})
+	checkEqual(t, used.ServerCA, SecretKey{"a-ca-bundle", BundleServerCAKey})
+	checkEqual(t, used.PeerCA, SecretKey{"a-ca-bundle", BundlePeerCAKey})
+	checkEqual(t, used.ClientCA.IsSet(), false) // no client CA: no client certificate auth
+	checkEqual(t, used.ServerCert, issued.ServerCert)
+}
+
+func TestTrustBundleHashAndPod(t *testing.T) {
+	t.Parallel()
+	a := TrustBundleHash(map[string][]byte{"ca.crt": []byte("A"), "peer-ca.crt": []byte("B")})
+	checkEqual(t, a, TrustBundleHash(map[string][]byte{"peer-ca.crt": []byte("B"), "ca.crt": []byte("A")}))
+	if a == TrustBundleHash(map[string][]byte{"ca.crt": []byte("A"), "peer-ca.crt": []byte("C")}) ||
+		a == TrustBundleHash(map[string][]byte{"ca.crt": []byte("AB")}) {
+		t.Error("different bundles hash alike")
+	}
+	c := withTLS("a", &etcdv1alpha1.TLSSpec{CertManager: &etcdv1alpha1.CertManagerSpec{}})
+	pod := MemberPod(c, Member{Name: "a-0", TrustBundleHash: a})
+	checkEqual(t, pod.Annotations[etcdv1alpha1.AnnotationTrustBundleHash], a)
+	// The spec hash does not depend on the bundle: a bundle change rolls
+	// members on its own account.
+	checkEqual(t, pod.Annotations[etcdv1alpha1.AnnotationPodSpecHash], PodSpecHash(c))
+	_, has := MemberPod(newCluster("a").obj(), Member{Name: "a-0"}).Annotations[etcdv1alpha1.AnnotationTrustBundleHash]
+	checkEqual(t, has, false)
 }
 
 func TestPeerSkipSANFlag(t *testing.T) {

@@ -21,8 +21,8 @@ const RootCommonName = "root"
 
 // Lifetimes of the certificates the operator asks for. Leaves are renewed
 // by cert-manager a third of their lifetime before they expire and picked
-// up by etcd without a restart; CAs live long because replacing one needs
-// a trust bundle roll the operator does not do yet.
+// up by etcd without a restart; a renewed CA is rolled out to every member
+// through the trust bundle before it signs anything (trust.go).
 var (
 	caDuration   = metav1.Duration{Duration: 10 * 365 * 24 * time.Hour}
 	leafDuration = metav1.Duration{Duration: 90 * 24 * time.Hour}
@@ -67,9 +67,9 @@ func issuerRef(ref *etcdv1alpha1.IssuerReference) cmmeta.IssuerReference {
 	return r
 }
 
-// ownCAs are the CAs the operator creates: the client CA unless issuerRef
+// OwnCAs are the CAs the operator creates: the client CA unless issuerRef
 // is given, the peer CA unless peerIssuerRef is.
-func ownCAs(c *etcdv1alpha1.EtcdCluster) []string {
+func OwnCAs(c *etcdv1alpha1.EtcdCluster) []string {
 	cm := c.Spec.Security.TLS.CertManager
 	var cas []string
 	if cm.IssuerRef == nil {
@@ -94,7 +94,7 @@ func objectMeta(c *etcdv1alpha1.EtcdCluster, name string) metav1.ObjectMeta {
 // self-signed bootstrap Issuer and a CA Issuer per CA the operator
 // creates; none when the user names every issuer.
 func Issuers(c *etcdv1alpha1.EtcdCluster) []*cmapi.Issuer {
-	cas := ownCAs(c)
+	cas := OwnCAs(c)
 	if len(cas) == 0 {
 		return nil
 	}
@@ -105,7 +105,7 @@ func Issuers(c *etcdv1alpha1.EtcdCluster) []*cmapi.Issuer {
 	for _, ca := range cas {
 		issuers = append(issuers, &cmapi.Issuer{
 			ObjectMeta: objectMeta(c, ca),
-			Spec:       cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{CA: &cmapi.CAIssuer{SecretName: ca}}},
+			Spec:       cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{CA: &cmapi.CAIssuer{SecretName: SigningSecretName(ca)}}},
 		})
 	}
 	return issuers
@@ -116,7 +116,7 @@ func Issuers(c *etcdv1alpha1.EtcdCluster) []*cmapi.Issuer {
 // the operator's own client certificate (CN root).
 func Certificates(c *etcdv1alpha1.EtcdCluster) []*cmapi.Certificate {
 	var certs []*cmapi.Certificate
-	for _, ca := range ownCAs(c) {
+	for _, ca := range OwnCAs(c) {
 		certs = append(certs, &cmapi.Certificate{
 			ObjectMeta: objectMeta(c, ca),
 			Spec: cmapi.CertificateSpec{

@@ -119,12 +119,12 @@ func TestNeeds(t *testing.T) {
 	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "e"}, Spec: etcdv1alpha1.EtcdClusterSpec{Security: &etcdv1alpha1.SecuritySpec{TLS: &etcdv1alpha1.TLSSpec{
 		PeerSecret: "peer", PeerTrustedCASecret: "ca", ServerSecret: "server", ServerTrustedCASecret: "ca", ClientSecret: "client", ClientTrustedCASecret: "ca",
 	}}}}
-	got := Needs(builder.TLSSourcesOf(c))
+	got := Needs(builder.CertificateSourcesOf(c))
 	want := []Need{{"ca", []string{"ca.crt"}}, {"client", []string{"tls.crt", "tls.key"}}, {"peer", []string{"tls.crt", "tls.key"}}, {"server", []string{"tls.crt", "tls.key"}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Needs = %v, want %v", got, want)
 	}
-	if got := Needs(builder.TLSSourcesOf(managed(etcdv1alpha1.CertManagerSpec{}))); len(got) != 3 || !reflect.DeepEqual(got[0].Keys, []string{"ca.crt", "tls.crt", "tls.key"}) {
+	if got := Needs(builder.CertificateSourcesOf(managed(etcdv1alpha1.CertManagerSpec{}))); len(got) != 3 || !reflect.DeepEqual(got[0].Keys, []string{"ca.crt", "tls.crt", "tls.key"}) {
 		t.Errorf("managed Needs = %v", got)
 	}
 }

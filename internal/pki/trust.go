@@ -1,0 +1,230 @@
+package pki
+
+import (
+	"bytes"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
+)
+
+// A CA change reaches a cluster in three steps, so that no member ever
+// meets a certificate it does not trust:
+//
+//  1. the trust bundle (builder.TrustBundleSecretName) gathers every CA in
+//     use, the new one as soon as it exists, and keeps replaced CAs until
+//     they expire;
+//  2. the topology reconciler rolls every member Pod started with another
+//     bundle, one at a time (etcd reads the CAs it trusts only at start);
+//  3. only then does the operator's CA Issuer sign with the new CA: it
+//     signs from a copy of the CA's Secret (SigningSecretName), which is
+//     refreshed once every member Pod trusts the new CA.
+//
+// Leaves are renewed by the new CA on their own schedule, or at once when
+// asked (cmctl renew); clients holding the bundle trust old and new.
+
+// Reasons of the CATrusted condition.
+const (
+	// ReasonAllMembersTrust: every member Pod started with the current
+	// trust bundle.
+	ReasonAllMembersTrust = "AllMembersTrust"
+	// ReasonRollingOut: some member Pods started with an older bundle and
+	// are being restarted one at a time.
+	ReasonRollingOut = "RollingOut"
+)
+
+// SigningSecretName is the Secret the operator's CA Issuer ca signs with:
+// a copy of the CA's own Secret, refreshed only once every member trusts
+// the CA it holds.
+func SigningSecretName(ca string) string { return ca + "-signing" }
+
+// TrustSources are, per key of the trust bundle, the certificates it
+// gathers: the CA of each certificate in use (ca.crt of its Secret) and,
+// for the CAs the operator creates, the CA itself (tls.crt of the CA
+// Secret), which is renewed before any leaf it signs.
+func TrustSources(c *etcdv1alpha1.EtcdCluster) map[string][]builder.SecretKey {
+	s := builder.CertificateSourcesOf(c)
+	sources := map[string][]builder.SecretKey{}
+	add := func(key string, k builder.SecretKey) {
+		if k.IsSet() {
+			sources[key] = append(sources[key], k)
+		}
+	}
+	add(builder.BundleServerCAKey, s.ServerCA)
+	add(builder.BundleClientCAKey, s.ClientCA)
+	add(builder.BundlePeerCAKey, s.PeerCA)
+	if c.Spec.Security.ManagedTLS() {
+		for _, ca := range OwnCAs(c) {
+			k := builder.SecretKey{Secret: ca, Key: builder.CertKey}
+			for _, key := range trustKeysOf(c, ca) {
+				add(key, k)
+			}
+		}
+	}
+	return sources
+}
+
+// trustKeysOf are the keys of the trust bundle that must hold the
+// operator's CA ca before it signs: the peer CA signs peers, the client CA
+// signs servers and clients.
+func trustKeysOf(c *etcdv1alpha1.EtcdCluster, ca string) []string {
+	if ca == PeerCAName(c) {
+		return []string{builder.BundlePeerCAKey}
+	}
+	return []string{builder.BundleServerCAKey, builder.BundleClientCAKey}
+}
+
+// Trust is the content of a trust bundle: for each key, the certificates
+// of its sources and those of the previous bundle, once each, without
+// expired ones, oldest first. read returns a source's PEM, nil when its
+// Secret or key does not exist yet (it adds nothing then). A source that
+// holds something else than certificates is an error; the previous
+// bundle's unreadable blocks are dropped.
+func Trust(sources map[string][]builder.SecretKey, read func(builder.SecretKey) []byte, previous map[string][]byte, now time.Time) (map[string][]byte, error) {
+	data := map[string][]byte{}
+	for key, keySources := range sources {
+		var certs []*x509.Certificate
+		for _, src := range keySources {
+			pemData := read(src)
+			if len(pemData) == 0 {
+				continue
+			}
+			parsed, err := parseCerts(pemData)
+			if err != nil {
+				return nil, fmt.Errorf("Secret %s: %s: %w", src.Secret, src.Key, err) //nolint:staticcheck // names a Kubernetes kind
+			}
+			certs = append(certs, parsed...)
+		}
+		certs = append(certs, parseValid(previous[key])...)
+		certs = slices.DeleteFunc(certs, func(c *x509.Certificate) bool { return !c.NotAfter.After(now) })
+		slices.SortFunc(certs, func(a, b *x509.Certificate) int {
+			if n := a.NotBefore.Compare(b.NotBefore); n != 0 {
+				return n
+			}
+			return bytes.Compare(a.Raw, b.Raw)
+		})
+		certs = slices.CompactFunc(certs, func(a, b *x509.Certificate) bool { return bytes.Equal(a.Raw, b.Raw) })
+		if len(certs) == 0 {
+			continue
+		}
+		var out bytes.Buffer
+		for _, c := range certs {
+			_ = pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+		}
+		data[key] = out.Bytes()
+	}
+	return data, nil
+}
+
+// parseValid parses the certificates of data, skipping what does not parse.
+func parseValid(data []byte) []*x509.Certificate {
+	var certs []*x509.Certificate
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			return certs
+		}
+		if c, err := x509.ParseCertificate(block.Bytes); err == nil && block.Type == "CERTIFICATE" {
+			certs = append(certs, c)
+		}
+	}
+}
+
+// Trusts tells whether every certificate of caPEM (a CA Secret's tls.crt)
+// is in the bundle under each key the operator's CA ca must be trusted in.
+func Trusts(c *etcdv1alpha1.EtcdCluster, bundle map[string][]byte, ca string, caPEM []byte) bool {
+	want := parseValid(caPEM)
+	if len(want) == 0 {
+		return false
+	}
+	for _, key := range trustKeysOf(c, ca) {
+		have := parseValid(bundle[key])
+		for _, w := range want {
+			if !slices.ContainsFunc(have, func(h *x509.Certificate) bool { return h.Equal(w) }) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// TrustBundleSecret is the trust bundle Secret of cluster c holding data.
+func TrustBundleSecret(c *etcdv1alpha1.EtcdCluster, data map[string][]byte) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: objectMeta(c, builder.TrustBundleSecretName(c)),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       data,
+	}
+}
+
+// SigningSecret is the copy of the operator's CA Secret ca that its CA
+// Issuer signs with.
+func SigningSecret(c *etcdv1alpha1.EtcdCluster, ca *corev1.Secret) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: objectMeta(c, SigningSecretName(ca.Name)),
+		Type:       corev1.SecretTypeTLS,
+		Data: map[string][]byte{
+			builder.CertKey:       ca.Data[builder.CertKey],
+			builder.PrivateKeyKey: ca.Data[builder.PrivateKeyKey],
+			builder.CAKey:         ca.Data[builder.CAKey],
+		},
+	}
+}
+
+// TrustingPods counts the Pods started with the trust bundle of hash.
+func TrustingPods(pods []corev1.Pod, hash string) int {
+	n := 0
+	for i := range pods {
+		if pods[i].Annotations[etcdv1alpha1.AnnotationTrustBundleHash] == hash {
+			n++
+		}
+	}
+	return n
+}
+
+// DescribeTrust says how many CAs of each kind a trust bundle holds.
+func DescribeTrust(data map[string][]byte) string {
+	var parts []string
+	for _, k := range []struct{ key, what string }{
+		{builder.BundleServerCAKey, "server"}, {builder.BundleClientCAKey, "client"}, {builder.BundlePeerCAKey, "peer"},
+	} {
+		if n := len(parseValid(data[k.key])); n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s CA%s", n, k.what, plural(n)))
+		}
+	}
+	if len(parts) == 0 {
+		return "no CA yet"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// SecretsOf names every Secret the PKI of cluster c reads or writes: the
+// certificate Secrets, the operator's CAs and their signing copies, and
+// the trust bundle.
+func SecretsOf(c *etcdv1alpha1.EtcdCluster) []string {
+	names := []string{builder.TrustBundleSecretName(c)}
+	for _, n := range Needs(builder.CertificateSourcesOf(c)) {
+		names = append(names, n.Secret)
+	}
+	if c.Spec.Security.ManagedTLS() {
+		for _, ca := range OwnCAs(c) {
+			names = append(names, ca, SigningSecretName(ca))
+		}
+	}
+	return names
+}

@@ -1,0 +1,146 @@
+package pki
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
+)
+
+func TestTrustSources(t *testing.T) {
+	t.Parallel()
+	key := func(s, k string) builder.SecretKey { return builder.SecretKey{Secret: s, Key: k} }
+	tests := []struct {
+		name    string
+		cluster *etcdv1alpha1.EtcdCluster
+		want    map[string][]builder.SecretKey
+	}{
+		{
+			name:    "operator's CAs: the CA itself before any leaf it signs",
+			cluster: managed(etcdv1alpha1.CertManagerSpec{}),
+			want: map[string][]builder.SecretKey{
+				"ca.crt":        {key("e-server-tls", "ca.crt"), key("e-ca", "tls.crt")},
+				"client-ca.crt": {key("e-client-tls", "ca.crt"), key("e-ca", "tls.crt")},
+				"peer-ca.crt":   {key("e-peer-tls", "ca.crt"), key("e-peer-ca", "tls.crt")},
+			},
+		},
+		{
+			name:    "user's client issuer: only what its leaves carry; the peer CA stays the operator's",
+			cluster: managed(etcdv1alpha1.CertManagerSpec{IssuerRef: &etcdv1alpha1.IssuerReference{Name: "corp"}}),
+			want: map[string][]builder.SecretKey{
+				"ca.crt":        {key("e-server-tls", "ca.crt")},
+				"client-ca.crt": {key("e-client-tls", "ca.crt")},
+				"peer-ca.crt":   {key("e-peer-tls", "ca.crt"), key("e-peer-ca", "tls.crt")},
+			},
+		},
+		{
+			name: "user's Secrets",
+			cluster: &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "e"}, Spec: etcdv1alpha1.EtcdClusterSpec{Security: &etcdv1alpha1.SecuritySpec{TLS: &etcdv1alpha1.TLSSpec{
+				PeerSecret: "peer", PeerTrustedCASecret: "peer-ca", ServerSecret: "server", ServerTrustedCASecret: "server-ca",
+			}}}},
+			want: map[string][]builder.SecretKey{"ca.crt": {key("server-ca", "ca.crt")}, "peer-ca.crt": {key("peer-ca", "ca.crt")}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := TrustSources(tt.cluster); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("TrustSources = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestTrust(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	old, _ := selfSigned(t, now.Add(24*time.Hour))
+	renewed, _ := selfSigned(t, now.Add(48*time.Hour))
+	expired, _ := selfSigned(t, now.Add(-time.Minute))
+	ca := builder.SecretKey{Secret: "e-ca", Key: "tls.crt"}
+	leaf := builder.SecretKey{Secret: "e-server-tls", Key: "ca.crt"}
+	sources := map[string][]builder.SecretKey{"ca.crt": {leaf, ca}}
+	cat := func(pems ...[]byte) []byte { return bytes.Join(pems, nil) }
+	tests := []struct {
+		name     string
+		read     map[builder.SecretKey][]byte
+		previous []byte
+		want     []byte
+		wantErr  bool
+	}{
+		{name: "nothing issued yet", want: nil},
+		{name: "one CA in two Secrets: once", read: map[builder.SecretKey][]byte{ca: old, leaf: old}, want: old},
+		{name: "the CA renewed before its leaves: both", read: map[builder.SecretKey][]byte{ca: renewed, leaf: old}, want: cat(old, renewed)},
+		{name: "the replaced CA stays until it expires", read: map[builder.SecretKey][]byte{ca: renewed, leaf: renewed}, previous: old, want: cat(old, renewed)},
+		{name: "an order change is no change", read: map[builder.SecretKey][]byte{ca: renewed, leaf: old}, previous: cat(renewed, old), want: cat(old, renewed)},
+		{name: "expired CAs go", read: map[builder.SecretKey][]byte{ca: renewed, leaf: renewed}, previous: cat(expired, old), want: cat(old, renewed)},
+		{name: "junk in the previous bundle goes", read: map[builder.SecretKey][]byte{ca: old}, previous: []byte("junk"), want: old},
+		{name: "junk in a source is an error", read: map[builder.SecretKey][]byte{ca: []byte("junk")}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Trust(sources, func(k builder.SecretKey) []byte { return tt.read[k] }, map[string][]byte{"ca.crt": tt.previous}, now)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Trust error = %v, want error %v", err, tt.wantErr)
+			}
+			if !bytes.Equal(got["ca.crt"], tt.want) {
+				t.Errorf("Trust = %d certificates, want %d", len(parseValid(got["ca.crt"])), len(parseValid(tt.want)))
+			}
+			if _, has := got["ca.crt"]; has != (len(tt.want) > 0) {
+				t.Errorf("bundle has ca.crt: %v, want %v", has, len(tt.want) > 0)
+			}
+		})
+	}
+}
+
+func TestTrusts(t *testing.T) {
+	t.Parallel()
+	c := managed(etcdv1alpha1.CertManagerSpec{})
+	a, _ := selfSigned(t, time.Now().Add(time.Hour))
+	b, _ := selfSigned(t, time.Now().Add(2*time.Hour))
+	both := append(append([]byte{}, a...), b...)
+	// The client CA must be in the server and client keys, the peer CA in
+	// the peer key.
+	if !Trusts(c, map[string][]byte{"ca.crt": both, "client-ca.crt": both}, "e-ca", b) {
+		t.Error("the client CA in both its keys is not trusted")
+	}
+	if Trusts(c, map[string][]byte{"ca.crt": both, "client-ca.crt": a}, "e-ca", b) {
+		t.Error("the client CA missing from client-ca.crt is trusted")
+	}
+	if !Trusts(c, map[string][]byte{"peer-ca.crt": both}, "e-peer-ca", a) || Trusts(c, map[string][]byte{"ca.crt": both}, "e-peer-ca", a) {
+		t.Error("the peer CA is judged by another key than peer-ca.crt")
+	}
+	if Trusts(c, map[string][]byte{"peer-ca.crt": both}, "e-peer-ca", nil) {
+		t.Error("no CA at all is trusted")
+	}
+}
+
+func TestTrustingPodsAndSecrets(t *testing.T) {
+	t.Parallel()
+	pod := func(hash string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{etcdv1alpha1.AnnotationTrustBundleHash: hash}}}
+	}
+	if n := TrustingPods([]corev1.Pod{pod("h"), pod("old"), {}}, "h"); n != 1 {
+		t.Errorf("TrustingPods = %d, want 1", n)
+	}
+	c := managed(etcdv1alpha1.CertManagerSpec{})
+	ca := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "e-ca"}, Data: map[string][]byte{"tls.crt": []byte("C"), "tls.key": []byte("K"), "ca.crt": []byte("C")}}
+	s := SigningSecret(c, ca)
+	if s.Name != "e-ca-signing" || s.Type != corev1.SecretTypeTLS || !reflect.DeepEqual(s.Data, ca.Data) || s.OwnerReferences[0].UID != "uid" {
+		t.Errorf("SigningSecret = %+v", s)
+	}
+	want := []string{"e-ca-bundle", "e-client-tls", "e-peer-tls", "e-server-tls", "e-ca", "e-ca-signing", "e-peer-ca", "e-peer-ca-signing"}
+	if got := SecretsOf(c); !reflect.DeepEqual(got, want) {
+		t.Errorf("SecretsOf = %v, want %v", got, want)
+	}
+	if got := DescribeTrust(map[string][]byte{"ca.crt": ca.Data["tls.crt"]}); got != "no CA yet" {
+		t.Errorf("DescribeTrust of junk = %q", got)
+	}
+}
