@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
@@ -173,33 +172,46 @@ func (r *PKIReconciler) certificates(ctx context.Context, c *etcdv1alpha1.EtcdCl
 // trust gathers the cluster's trust bundle from the certificate Secrets
 // and the previous bundle, applies it when it changed, and refreshes the
 // signing copy of each of the operator's CAs that every member Pod now
-// trusts. Its error is a certificate Secret that cannot be read as one;
-// failures to talk to the API server are returned as errors too.
+// trusts. Its error is a certificate Secret that cannot be read as one, or
+// a failure to talk to the API server.
 func (r *PKIReconciler) trust(ctx context.Context, c *etcdv1alpha1.EtcdCluster, now time.Time) (*metav1.Condition, error) {
-	secrets := map[string]*corev1.Secret{}
-	get := func(name string) (*corev1.Secret, error) {
-		if s, ok := secrets[name]; ok {
-			return s, nil
-		}
-		s := &corev1.Secret{}
-		if err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, s); apierrors.IsNotFound(err) {
-			s = nil
-		} else if err != nil {
+	secrets := secretReader{r: r.Client, ns: c.Namespace, read: map[string]*corev1.Secret{}}
+	data, err := r.gatherTrust(ctx, c, secrets, now)
+	if err != nil {
+		return nil, err
+	}
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabelsSelector{Selector: MemberSelector(c)}); err != nil {
+		return nil, err
+	}
+	trusting := pki.TrustingPods(pods.Items, builder.TrustBundleHash(data))
+	var held []string
+	if c.Spec.Security.ManagedTLS() {
+		if held, err = r.releaseSigning(ctx, c, secrets, data, trusting == len(pods.Items)); err != nil {
 			return nil, err
 		}
-		secrets[name] = s
-		return s, nil
 	}
+	cond := pki.TrustCondition(c, data, trusting, len(pods.Items), held)
+	return &cond, nil
+}
+
+// gatherTrust builds the trust bundle from its sources and the previous
+// bundle, and applies it when it changed.
+func (r *PKIReconciler) gatherTrust(ctx context.Context, c *etcdv1alpha1.EtcdCluster, secrets secretReader, now time.Time) (map[string][]byte, error) {
 	sources := pki.TrustSources(c)
+	pemOf := map[builder.SecretKey][]byte{}
 	for _, keys := range sources {
 		for _, k := range keys {
-			if _, err := get(k.Secret); err != nil {
+			s, err := secrets.get(ctx, k.Secret)
+			if err != nil {
 				return nil, err
+			}
+			if s != nil {
+				pemOf[k] = s.Data[k.Key]
 			}
 		}
 	}
-	bundleName := builder.TrustBundleSecretName(c)
-	previous, err := get(bundleName)
+	previous, err := secrets.get(ctx, builder.TrustBundleSecretName(c))
 	if err != nil {
 		return nil, err
 	}
@@ -207,12 +219,7 @@ func (r *PKIReconciler) trust(ctx context.Context, c *etcdv1alpha1.EtcdCluster, 
 	if previous != nil {
 		prevData = previous.Data
 	}
-	data, err := pki.Trust(sources, func(k builder.SecretKey) []byte {
-		if s := secrets[k.Secret]; s != nil {
-			return s.Data[k.Key]
-		}
-		return nil
-	}, prevData, now)
+	data, err := pki.Trust(sources, func(k builder.SecretKey) []byte { return pemOf[k] }, prevData, now)
 	if err != nil {
 		return nil, err
 	}
@@ -220,51 +227,62 @@ func (r *PKIReconciler) trust(ctx context.Context, c *etcdv1alpha1.EtcdCluster, 
 		if err := applyObject(ctx, r.Client, pki.TrustBundleSecret(c, data), PKIFieldManager); err != nil {
 			return nil, err
 		}
-		r.event(c, corev1.EventTypeNormal, "TrustBundleUpdated", "Secret %s now holds %s", bundleName, pki.DescribeTrust(data))
+		r.event(c, corev1.EventTypeNormal, "TrustBundleUpdated", "Secret %s now holds %s", builder.TrustBundleSecretName(c), pki.DescribeTrust(data))
 	}
-	hash := builder.TrustBundleHash(data)
-	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabelsSelector{Selector: MemberSelector(c)}); err != nil {
+	return data, nil
+}
+
+// releaseSigning refreshes the signing copy of each of the operator's CAs
+// whose certificate the bundle holds, once every member Pod trusts the
+// bundle; it returns the CAs held back.
+func (r *PKIReconciler) releaseSigning(ctx context.Context, c *etcdv1alpha1.EtcdCluster, secrets secretReader, bundle map[string][]byte, allTrust bool) ([]string, error) {
+	var held []string
+	for _, name := range pki.OwnCAs(c) {
+		ca, err := secrets.get(ctx, name)
+		if err != nil || ca == nil {
+			return nil, err
+		}
+		signing, err := secrets.get(ctx, pki.SigningSecretName(name))
+		if err != nil {
+			return nil, err
+		}
+		if signing != nil && bytes.Equal(signing.Data[builder.CertKey], ca.Data[builder.CertKey]) {
+			continue
+		}
+		if !allTrust || !pki.Trusts(c, bundle, name, ca.Data[builder.CertKey]) {
+			held = append(held, name)
+			continue
+		}
+		if err := applyObject(ctx, r.Client, pki.SigningSecret(c, ca), PKIFieldManager); err != nil {
+			return nil, err
+		}
+		if signing != nil {
+			r.event(c, corev1.EventTypeNormal, "CARolledOut", "Every member trusts the new %s: it signs from now on", name)
+		}
+	}
+	return held, nil
+}
+
+// secretReader reads Secrets of one namespace once per pass; a Secret
+// that does not exist reads as nil.
+type secretReader struct {
+	r    client.Reader
+	ns   string
+	read map[string]*corev1.Secret
+}
+
+func (s secretReader) get(ctx context.Context, name string) (*corev1.Secret, error) {
+	if got, ok := s.read[name]; ok {
+		return got, nil
+	}
+	got := &corev1.Secret{}
+	if err := s.r.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: name}, got); apierrors.IsNotFound(err) {
+		got = nil
+	} else if err != nil {
 		return nil, err
 	}
-	trusting, all := pki.TrustingPods(pods.Items, hash), len(pods.Items)
-	var waitingCAs []string
-	if c.Spec.Security.ManagedTLS() {
-		for _, name := range pki.OwnCAs(c) {
-			ca, err := get(name)
-			if err != nil || ca == nil {
-				return nil, err
-			}
-			signing, err := get(pki.SigningSecretName(name))
-			if err != nil {
-				return nil, err
-			}
-			if signing != nil && bytes.Equal(signing.Data[builder.CertKey], ca.Data[builder.CertKey]) {
-				continue
-			}
-			if trusting < all || !pki.Trusts(c, data, name, ca.Data[builder.CertKey]) {
-				waitingCAs = append(waitingCAs, name)
-				continue
-			}
-			if err := applyObject(ctx, r.Client, pki.SigningSecret(c, ca), PKIFieldManager); err != nil {
-				return nil, err
-			}
-			if signing != nil {
-				r.event(c, corev1.EventTypeNormal, "CARolledOut", "Every member trusts the new %s: it signs from now on", name)
-			}
-		}
-	}
-	cond := &metav1.Condition{Type: etcdv1alpha1.ConditionCATrusted, ObservedGeneration: c.Generation,
-		Status: metav1.ConditionTrue, Reason: pki.ReasonAllMembersTrust,
-		Message: fmt.Sprintf("All %d member Pods were started trusting the CAs of Secret %s (%s)", all, bundleName, pki.DescribeTrust(data))}
-	if trusting < all {
-		cond.Status, cond.Reason = metav1.ConditionFalse, pki.ReasonRollingOut
-		cond.Message = fmt.Sprintf("%d of %d member Pods were started trusting the CAs of Secret %s (%s); the others are restarted one at a time", trusting, all, bundleName, pki.DescribeTrust(data))
-		if len(waitingCAs) > 0 {
-			cond.Message += "; the renewed " + strings.Join(waitingCAs, " and ") + " signs nothing until every member trusts it"
-		}
-	}
-	return cond, nil
+	s.read[name] = got
+	return got, nil
 }
 
 // applyCertManagerObjects server-side applies the cluster's Issuers and

@@ -546,7 +546,8 @@ type EtcdClusterStatus struct {
 	Endpoints []string `json:"endpoints,omitempty"`
 
 	// caSecretName is the Secret whose ca.crt verifies the members'
-	// serving certificates, when clients use TLS.
+	// serving certificates, when clients use TLS: the cluster's trust
+	// bundle, which holds old and new CAs while a CA is replaced.
 	//
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="CA Secret",xDescriptors={"urn:alm:descriptor:io.kubernetes:Secret"}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 	"github.com/etcd-operator/etcd-operator/internal/builder"
@@ -227,4 +228,21 @@ func SecretsOf(c *etcdv1alpha1.EtcdCluster) []string {
 		}
 	}
 	return names
+}
+
+// TrustCondition is the CATrusted condition: True when all member Pods
+// were started with the current bundle, else how many were, and which of
+// the operator's CAs keep signing with their old keys meanwhile (held).
+func TrustCondition(c *etcdv1alpha1.EtcdCluster, bundle map[string][]byte, trusting, all int, held []string) metav1.Condition {
+	name := builder.TrustBundleSecretName(c)
+	cond := metav1.Condition{Type: etcdv1alpha1.ConditionCATrusted, ObservedGeneration: c.Generation, Status: metav1.ConditionTrue, Reason: ReasonAllMembersTrust,
+		Message: fmt.Sprintf("All %d member Pods were started trusting the CAs of Secret %s (%s)", all, name, DescribeTrust(bundle))}
+	if trusting < all {
+		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonRollingOut
+		cond.Message = fmt.Sprintf("%d of %d member Pods were started trusting the CAs of Secret %s (%s); the others are restarted one at a time", trusting, all, name, DescribeTrust(bundle))
+		if len(held) > 0 {
+			cond.Message += "; the old keys of " + strings.Join(held, " and ") + " sign until every member trusts the new ones"
+		}
+	}
+	return cond
 }

@@ -144,3 +144,22 @@ func TestTrustingPodsAndSecrets(t *testing.T) {
 		t.Errorf("DescribeTrust of junk = %q", got)
 	}
 }
+
+func TestTrustCondition(t *testing.T) {
+	t.Parallel()
+	c := managed(etcdv1alpha1.CertManagerSpec{})
+	c.Generation = 4
+	a, _ := selfSigned(t, time.Now().Add(time.Hour))
+	b, _ := selfSigned(t, time.Now().Add(2*time.Hour))
+	bundle := map[string][]byte{"ca.crt": append(append([]byte{}, a...), b...), "peer-ca.crt": a}
+	got := TrustCondition(c, bundle, 3, 3, nil)
+	if got.Status != metav1.ConditionTrue || got.Reason != ReasonAllMembersTrust || got.ObservedGeneration != 4 ||
+		got.Message != "All 3 member Pods were started trusting the CAs of Secret e-ca-bundle (2 server CAs, 1 peer CA)" {
+		t.Errorf("all trusting: %+v", got)
+	}
+	got = TrustCondition(c, bundle, 1, 3, []string{"e-ca", "e-peer-ca"})
+	if got.Status != metav1.ConditionFalse || got.Reason != ReasonRollingOut ||
+		got.Message != "1 of 3 member Pods were started trusting the CAs of Secret e-ca-bundle (2 server CAs, 1 peer CA); the others are restarted one at a time; the old keys of e-ca and e-peer-ca sign until every member trusts the new ones" {
+		t.Errorf("rolling out: %+v", got)
+	}
+}

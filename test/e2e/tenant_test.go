@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -60,8 +61,12 @@ func TestTenantsShareACluster(t *testing.T) {
 	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "shared"}, shared); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(shared.Status.Endpoints, []string{string(a.Data["endpoints"])}) || shared.Status.CASecretName != "shared-server-tls" {
+	if !slices.Equal(shared.Status.Endpoints, []string{string(a.Data["endpoints"])}) || shared.Status.CASecretName != "shared-ca-bundle" {
 		t.Errorf("the cluster publishes endpoints %v and CA Secret %q", shared.Status.Endpoints, shared.Status.CASecretName)
+	}
+	// A tenant gets the cluster's trust bundle as its ca.crt.
+	if bundle := secretData(ctx, t, ns, "shared-ca-bundle", "ca.crt"); !bytes.Equal(a.Data["ca.crt"], bundle) || !bytes.Equal(b.Data["ca.crt"], bundle) {
+		t.Error("a tenant's ca.crt is not the cluster's trust bundle")
 	}
 	if string(a.Data["prefix"]) != "/tenant-a/" || string(b.Data["prefix"]) != "/control-planes/b/" {
 		t.Errorf("prefixes %q and %q, want /tenant-a/ and /control-planes/b/", a.Data["prefix"], b.Data["prefix"])

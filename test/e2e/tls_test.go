@@ -305,6 +305,7 @@ func TestTLSOperatorManaged(t *testing.T) {
 	assertMembers(ctx, t, tlsClient(ctx, t, ns, c.Name, roots, cert), ns, 3)
 	assertAuthToggles(ctx, t, c, roots, cert)
 	assertRenewalWithoutDowntime(ctx, t, c, roots, cert)
+	assertCARotation(ctx, t, c)
 }
 
 // assertAuthToggles turns spec.security.enableAuth on: a client whose
@@ -464,16 +465,6 @@ func assertRenewalWithoutDowntime(ctx context.Context, t *testing.T, c *etcdv1al
 	if err := k8sClient.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(builder.MemberSelectorLabels(c))); err != nil {
 		t.Fatal(err)
 	}
-	// served is the serial of the leaf a member serves on a port.
-	served := func(pod *corev1.Pod, port string, roots *x509.CertPool, cert *tls.Certificate) (string, error) {
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", net.JoinHostPort(pod.Status.PodIP, port),
-			&tls.Config{RootCAs: roots, ServerName: pod.Name + "." + c.Name + "-headless." + ns + ".svc", Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12})
-		if err != nil {
-			return "", err
-		}
-		defer func() { _ = conn.Close() }()
-		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
-	}
 	// serials are the serials every member serves on its client and
 	// peer ports.
 	serials := func() (map[string]string, error) {
@@ -484,11 +475,11 @@ func assertRenewalWithoutDowntime(ctx context.Context, t *testing.T, c *etcdv1al
 				roots *x509.CertPool
 				cert  *tls.Certificate
 			}{"2379": {roots, root}, "2380": {peerRoots, peerCert}} {
-				serial, err := served(p, port, pair.roots, pair.cert)
+				leaf, err := servedLeaf(c, p, port, pair.roots, pair.cert)
 				if err != nil {
-					return nil, fmt.Errorf("%s:%s: %w", p.Name, port, err)
+					return nil, err
 				}
-				out[p.Name+":"+port] = serial
+				out[p.Name+":"+port] = leaf.SerialNumber.String()
 			}
 		}
 		return out, nil
@@ -503,19 +494,7 @@ func assertRenewalWithoutDowntime(ctx context.Context, t *testing.T, c *etcdv1al
 	}
 	finish := startWriter(ctx, t, tlsClient(ctx, t, ns, c.Name, roots, root))
 	start := time.Now()
-	for _, name := range []string{builder.ServerTLSSecretName(c), builder.PeerTLSSecretName(c)} {
-		cert := &cmapi.Certificate{}
-		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cert); err != nil {
-			t.Fatal(err)
-		}
-		cert.Status.Conditions = append(cert.Status.Conditions, cmapi.CertificateCondition{
-			Type: cmapi.CertificateConditionIssuing, Status: cmmeta.ConditionTrue, Reason: "ManuallyTriggered",
-			Message: "renewal triggered by the e2e suite", LastTransitionTime: ptr.To(metav1.Now()), ObservedGeneration: cert.Generation,
-		})
-		if err := k8sClient.Status().Update(ctx, cert); err != nil {
-			t.Fatalf("triggering the renewal of %s: %v", name, err)
-		}
-	}
+	renew(ctx, t, ns, builder.ServerTLSSecretName(c), builder.PeerTLSSecretName(c))
 	support.Eventually(t, 3*time.Minute, "every member to serve renewed certificates", func() error {
 		now, err := serials()
 		if err != nil {
@@ -540,4 +519,35 @@ func assertRenewalWithoutDowntime(ctx context.Context, t *testing.T, c *etcdv1al
 		}
 	}
 	assertMembers(ctx, t, tlsClient(ctx, t, ns, c.Name, roots, root), ns, 3)
+}
+
+// renew has cert-manager renew Certificates at once, as `cmctl renew`
+// does: by setting their Issuing condition.
+func renew(ctx context.Context, t *testing.T, ns string, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		cert := &cmapi.Certificate{}
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cert); err != nil {
+			t.Fatal(err)
+		}
+		cert.Status.Conditions = append(cert.Status.Conditions, cmapi.CertificateCondition{
+			Type: cmapi.CertificateConditionIssuing, Status: cmmeta.ConditionTrue, Reason: "ManuallyTriggered",
+			Message: "renewal triggered by the e2e suite", LastTransitionTime: ptr.To(metav1.Now()), ObservedGeneration: cert.Generation,
+		})
+		if err := k8sClient.Status().Update(ctx, cert); err != nil {
+			t.Fatalf("triggering the renewal of %s: %v", name, err)
+		}
+	}
+}
+
+// servedLeaf is the certificate member Pod pod of cluster c serves on
+// port, verified against roots, presenting cert.
+func servedLeaf(c *etcdv1alpha1.EtcdCluster, pod *corev1.Pod, port string, roots *x509.CertPool, cert *tls.Certificate) (*x509.Certificate, error) {
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", net.JoinHostPort(pod.Status.PodIP, port),
+		&tls.Config{RootCAs: roots, ServerName: pod.Name + "." + c.Name + "-headless." + c.Namespace + ".svc", Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		return nil, fmt.Errorf("%s:%s: %w", pod.Name, port, err)
+	}
+	defer func() { _ = conn.Close() }()
+	return conn.ConnectionState().PeerCertificates[0], nil
 }
