@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -100,11 +99,12 @@ const (
 	BundlePeerCAKey = peerCAFile
 )
 
-// TrustBundleHash hashes the content of a trust bundle: a member Pod
-// started with another one is rolled.
+// TrustBundleHash hashes what members read of a trust bundle (the CAs
+// they verify clients and peers with, not those clients verify members
+// with): a member Pod started with another hash is rolled.
 func TrustBundleHash(data map[string][]byte) string {
 	h := sha256.New()
-	for _, k := range slices.Sorted(maps.Keys(data)) {
+	for _, k := range []string{BundleClientCAKey, BundlePeerCAKey} {
 		_, _ = fmt.Fprintf(h, "%s=%x;", k, data[k])
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]

@@ -141,12 +141,14 @@ func TestTLSSourcesTrustTheBundle(t *testing.T) {
 
 func TestTrustBundleHashAndPod(t *testing.T) {
 	t.Parallel()
-	a := TrustBundleHash(map[string][]byte{"ca.crt": []byte("A"), "peer-ca.crt": []byte("B")})
-	checkEqual(t, a, TrustBundleHash(map[string][]byte{"peer-ca.crt": []byte("B"), "ca.crt": []byte("A")}))
-	if a == TrustBundleHash(map[string][]byte{"ca.crt": []byte("A"), "peer-ca.crt": []byte("C")}) ||
-		a == TrustBundleHash(map[string][]byte{"ca.crt": []byte("AB")}) {
+	a := TrustBundleHash(map[string][]byte{"client-ca.crt": []byte("A"), "peer-ca.crt": []byte("B")})
+	checkEqual(t, a, TrustBundleHash(map[string][]byte{"peer-ca.crt": []byte("B"), "client-ca.crt": []byte("A")}))
+	if a == TrustBundleHash(map[string][]byte{"client-ca.crt": []byte("A"), "peer-ca.crt": []byte("C")}) ||
+		a == TrustBundleHash(map[string][]byte{"client-ca.crt": []byte("AB")}) {
 		t.Error("different bundles hash alike")
 	}
+	// What only clients read does not restart members.
+	checkEqual(t, a, TrustBundleHash(map[string][]byte{"client-ca.crt": []byte("A"), "peer-ca.crt": []byte("B"), "ca.crt": []byte("S")}))
 	c := withTLS("a", &etcdv1alpha1.TLSSpec{CertManager: &etcdv1alpha1.CertManagerSpec{}})
 	pod := MemberPod(c, Member{Name: "a-0", TrustBundleHash: a})
 	checkEqual(t, pod.Annotations[etcdv1alpha1.AnnotationTrustBundleHash], a)
