@@ -3,6 +3,7 @@ package controllers
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -89,10 +90,7 @@ func (r *PKIReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 		if old := meta.FindStatusCondition(c.Status.Conditions, cond.Type); cond.Status == metav1.ConditionFalse && (old == nil || old.Message != cond.Message) {
 			r.event(c, corev1.EventTypeWarning, cond.Reason, "%s", cond.Message)
 		}
-		conds, wait, certsReady = append(conds, cond), recheck, cond.Status == metav1.ConditionTrue
-		if trusted != nil {
-			conds = append(conds, *trusted)
-		}
+		conds, wait, certsReady = append(conds, cond, trusted), recheck, cond.Status == metav1.ConditionTrue
 	}
 	if certsReady && r.NewEtcdClient != nil {
 		auth, recheck, err := r.authentication(ctx, c)
@@ -113,23 +111,27 @@ func (r *PKIReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 // certificates is the step list of a pass: apply the cert-manager objects
 // (managed mode), gather the trust bundle and let the operator's CAs sign
 // once members trust them, wait for cert-manager to issue, check the
-// Secrets. It returns the CertificatesReady condition and, once the bundle
-// exists, the CATrusted one.
-func (r *PKIReconciler) certificates(ctx context.Context, c *etcdv1alpha1.EtcdCluster, now time.Time) (metav1.Condition, *metav1.Condition, time.Duration, error) {
-	var trusted *metav1.Condition
+// Secrets. It returns the CertificatesReady and CATrusted conditions.
+func (r *PKIReconciler) certificates(ctx context.Context, c *etcdv1alpha1.EtcdCluster, now time.Time) (certs, trusted metav1.Condition, recheck time.Duration, err error) {
 	if c.Spec.Security.ManagedTLS() {
 		if !r.CertManager {
-			return pki.Condition(c, pki.ReasonCertManagerMissing, []string{"The cert-manager API (cert-manager.io/v1) is not installed: install cert-manager, then restart the operator"}, time.Time{}, now), nil, certManagerMissingRequeue, nil
+			why := "The cert-manager API (cert-manager.io/v1) is not installed: install cert-manager, then restart the operator"
+			return pki.Condition(c, pki.ReasonCertManagerMissing, []string{why}, time.Time{}, now), pki.TrustUnknown(c, why), certManagerMissingRequeue, nil
 		}
 		if err := r.applyCertManagerObjects(ctx, c); err != nil {
-			return metav1.Condition{}, nil, 0, err
+			return certs, trusted, 0, err
 		}
-		// cert-manager's Secrets are trusted as they come: the bundle and
-		// the signing copies are needed before any leaf can be issued.
-		var err error
-		if trusted, err = r.trust(ctx, c, now); err != nil {
-			return pki.Condition(c, pki.ReasonSecretInvalid, []string{err.Error()}, time.Time{}, now), nil, 0, nil
+	}
+	// Before waiting for cert-manager: the signing copies are what the
+	// operator's CA Issuers sign with.
+	if trusted, err = r.trust(ctx, c, now); err != nil {
+		var bad *pki.SecretError
+		if !errors.As(err, &bad) {
+			return certs, trusted, 0, err
 		}
+		return pki.Condition(c, pki.ReasonSecretInvalid, []string{bad.Error()}, time.Time{}, now), pki.TrustUnknown(c, bad.Error()), 0, nil
+	}
+	if c.Spec.Security.ManagedTLS() {
 		issuing, err := r.issuing(ctx, c)
 		if err != nil || len(issuing) > 0 {
 			return pki.Condition(c, pki.ReasonIssuing, issuing, time.Time{}, now), trusted, 0, err
@@ -141,7 +143,7 @@ func (r *PKIReconciler) certificates(ctx context.Context, c *etcdv1alpha1.EtcdCl
 		s := &corev1.Secret{}
 		if err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: n.Secret}, s); err != nil {
 			if !apierrors.IsNotFound(err) {
-				return metav1.Condition{}, nil, 0, err
+				return certs, trusted, 0, err
 			}
 			s = nil
 		}
@@ -158,13 +160,6 @@ func (r *PKIReconciler) certificates(ctx context.Context, c *etcdv1alpha1.EtcdCl
 	if len(problems) > 0 {
 		return pki.Condition(c, pki.ReasonSecretInvalid, problems, time.Time{}, now), trusted, 0, nil
 	}
-	if trusted == nil {
-		// The user's Secrets are gathered once they are valid.
-		var err error
-		if trusted, err = r.trust(ctx, c, now); err != nil {
-			return pki.Condition(c, pki.ReasonSecretInvalid, []string{err.Error()}, time.Time{}, now), nil, 0, nil
-		}
-	}
 	// Look again when the nearest certificate expires, to report it.
 	return pki.Condition(c, "", nil, nearest, now), trusted, min(nearest.Sub(now)+time.Second, certificatesRecheck), nil
 }
@@ -172,27 +167,26 @@ func (r *PKIReconciler) certificates(ctx context.Context, c *etcdv1alpha1.EtcdCl
 // trust gathers the cluster's trust bundle from the certificate Secrets
 // and the previous bundle, applies it when it changed, and refreshes the
 // signing copy of each of the operator's CAs that every member Pod now
-// trusts. Its error is a certificate Secret that cannot be read as one, or
-// a failure to talk to the API server.
-func (r *PKIReconciler) trust(ctx context.Context, c *etcdv1alpha1.EtcdCluster, now time.Time) (*metav1.Condition, error) {
+// trusts. Its error is a *pki.SecretError for a certificate Secret that
+// cannot be read as one, or a failure to talk to the API server.
+func (r *PKIReconciler) trust(ctx context.Context, c *etcdv1alpha1.EtcdCluster, now time.Time) (metav1.Condition, error) {
 	secrets := secretReader{r: r.Client, ns: c.Namespace, read: map[string]*corev1.Secret{}}
 	data, err := r.gatherTrust(ctx, c, secrets, now)
 	if err != nil {
-		return nil, err
+		return metav1.Condition{}, err
 	}
 	pods := &corev1.PodList{}
 	if err := r.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabelsSelector{Selector: MemberSelector(c)}); err != nil {
-		return nil, err
+		return metav1.Condition{}, err
 	}
 	trusting := pki.TrustingPods(pods.Items, builder.TrustBundleHash(data))
 	var held []string
 	if c.Spec.Security.ManagedTLS() {
 		if held, err = r.releaseSigning(ctx, c, secrets, data, trusting == len(pods.Items)); err != nil {
-			return nil, err
+			return metav1.Condition{}, err
 		}
 	}
-	cond := pki.TrustCondition(c, data, trusting, len(pods.Items), held)
-	return &cond, nil
+	return pki.TrustCondition(c, data, trusting, len(pods.Items), held), nil
 }
 
 // gatherTrust builds the trust bundle from its sources and the previous
@@ -234,13 +228,18 @@ func (r *PKIReconciler) gatherTrust(ctx context.Context, c *etcdv1alpha1.EtcdClu
 
 // releaseSigning refreshes the signing copy of each of the operator's CAs
 // whose certificate the bundle holds, once every member Pod trusts the
-// bundle; it returns the CAs held back.
+// bundle; it returns the CAs held back. A missing copy is made at once:
+// it is the CA a new cluster starts with, or, on a cluster created by an
+// operator without the copies, the CA its Issuer signed with until now.
 func (r *PKIReconciler) releaseSigning(ctx context.Context, c *etcdv1alpha1.EtcdCluster, secrets secretReader, bundle map[string][]byte, allTrust bool) ([]string, error) {
 	var held []string
 	for _, name := range pki.OwnCAs(c) {
 		ca, err := secrets.get(ctx, name)
-		if err != nil || ca == nil {
+		if err != nil {
 			return nil, err
+		}
+		if ca == nil {
+			continue // cert-manager has not issued it yet
 		}
 		signing, err := secrets.get(ctx, pki.SigningSecretName(name))
 		if err != nil {
@@ -249,7 +248,7 @@ func (r *PKIReconciler) releaseSigning(ctx context.Context, c *etcdv1alpha1.Etcd
 		if signing != nil && bytes.Equal(signing.Data[builder.CertKey], ca.Data[builder.CertKey]) {
 			continue
 		}
-		if !allTrust || !pki.Trusts(c, bundle, name, ca.Data[builder.CertKey]) {
+		if signing != nil && (!allTrust || !pki.Trusts(c, bundle, name, ca.Data[builder.CertKey])) {
 			held = append(held, name)
 			continue
 		}

@@ -48,9 +48,10 @@ const (
 	ConditionCertificatesReady = "CertificatesReady"
 
 	// ConditionCATrusted is True when every member Pod was started with
-	// the cluster's current trust bundle (the CAs it trusts, old and new);
-	// while it is False a CA change is being rolled out and the new CA
-	// signs nothing yet. Only clusters with TLS have it.
+	// the CAs of the cluster's current trust bundle (old and new ones);
+	// while it is False members are being restarted to trust them, and a
+	// renewed CA of the operator's own signs nothing yet. Only clusters
+	// with TLS have it.
 	ConditionCATrusted = "CATrusted"
 
 	// ConditionConfigurationWarning is True when the spec is accepted but

@@ -39,6 +39,9 @@ const (
 	// ReasonRollingOut: some member Pods started with an older bundle and
 	// are being restarted one at a time.
 	ReasonRollingOut = "RollingOut"
+	// ReasonTrustUnknown: the trust bundle cannot be gathered; the message
+	// says why.
+	ReasonTrustUnknown = "TrustUnknown"
 )
 
 // SigningSecretName is the Secret the operator's CA Issuer ca signs with:
@@ -86,7 +89,7 @@ func trustKeysOf(c *etcdv1alpha1.EtcdCluster, ca string) []string {
 // of its sources and those of the previous bundle, once each, without
 // expired ones, oldest first. read returns a source's PEM, nil when its
 // Secret or key does not exist yet (it adds nothing then). A source that
-// holds something else than certificates is an error; the previous
+// holds something else than certificates is a *SecretError; the previous
 // bundle's unreadable blocks are dropped.
 func Trust(sources map[string][]builder.SecretKey, read func(builder.SecretKey) []byte, previous map[string][]byte, now time.Time) (map[string][]byte, error) {
 	data := map[string][]byte{}
@@ -99,7 +102,7 @@ func Trust(sources map[string][]builder.SecretKey, read func(builder.SecretKey) 
 			}
 			parsed, err := parseCerts(pemData)
 			if err != nil {
-				return nil, fmt.Errorf("Secret %s: %s: %w", src.Secret, src.Key, err) //nolint:staticcheck // names a Kubernetes kind
+				return nil, &SecretError{Secret: src.Secret, Key: src.Key, Err: err}
 			}
 			certs = append(certs, parsed...)
 		}
@@ -123,6 +126,19 @@ func Trust(sources map[string][]builder.SecretKey, read func(builder.SecretKey) 
 	}
 	return data, nil
 }
+
+// SecretError is a key of a certificate Secret that does not hold what
+// it should.
+type SecretError struct {
+	Secret, Key string
+	Err         error
+}
+
+func (e *SecretError) Error() string {
+	return fmt.Sprintf("Secret %s: %s: %v", e.Secret, e.Key, e.Err)
+}
+
+func (e *SecretError) Unwrap() error { return e.Err }
 
 // parseValid parses the certificates of data, skipping what does not parse.
 func parseValid(data []byte) []*x509.Certificate {
@@ -239,10 +255,17 @@ func TrustCondition(c *etcdv1alpha1.EtcdCluster, bundle map[string][]byte, trust
 		Message: fmt.Sprintf("All %d member Pods were started trusting the CAs of Secret %s (%s)", all, name, DescribeTrust(bundle))}
 	if trusting < all {
 		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonRollingOut
-		cond.Message = fmt.Sprintf("%d of %d member Pods were started trusting the CAs of Secret %s (%s); the others are restarted one at a time", trusting, all, name, DescribeTrust(bundle))
+		cond.Message = fmt.Sprintf("%d of %d member Pods were started trusting the CAs of Secret %s (%s); the others are restarted one at a time (the Progressing condition says what the roll waits for)", trusting, all, name, DescribeTrust(bundle))
 		if len(held) > 0 {
 			cond.Message += "; the old keys of " + strings.Join(held, " and ") + " sign until every member trusts the new ones"
 		}
 	}
 	return cond
+}
+
+// TrustUnknown is the CATrusted condition of a pass that could not gather
+// the trust bundle, and why.
+func TrustUnknown(c *etcdv1alpha1.EtcdCluster, why string) metav1.Condition {
+	return metav1.Condition{Type: etcdv1alpha1.ConditionCATrusted, ObservedGeneration: c.Generation, Status: metav1.ConditionUnknown, Reason: ReasonTrustUnknown,
+		Message: "The trust bundle " + builder.TrustBundleSecretName(c) + " cannot be gathered: " + why}
 }

@@ -2,6 +2,7 @@ package pki
 
 import (
 	"bytes"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -81,14 +82,15 @@ func TestTrust(t *testing.T) {
 		{name: "an order change is no change", read: map[builder.SecretKey][]byte{ca: renewed, leaf: old}, previous: cat(renewed, old), want: cat(old, renewed)},
 		{name: "expired CAs go", read: map[builder.SecretKey][]byte{ca: renewed, leaf: renewed}, previous: cat(expired, old), want: cat(old, renewed)},
 		{name: "junk in the previous bundle goes", read: map[builder.SecretKey][]byte{ca: old}, previous: []byte("junk"), want: old},
-		{name: "junk in a source is an error", read: map[builder.SecretKey][]byte{ca: []byte("junk")}, wantErr: true},
+		{name: "junk in a source is a SecretError", read: map[builder.SecretKey][]byte{ca: []byte("junk")}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			got, err := Trust(sources, func(k builder.SecretKey) []byte { return tt.read[k] }, map[string][]byte{"ca.crt": tt.previous}, now)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("Trust error = %v, want error %v", err, tt.wantErr)
+			var bad *SecretError
+			if (err != nil) != tt.wantErr || err != nil && (!errors.As(err, &bad) || bad.Secret != "e-ca" || bad.Key != "tls.crt") {
+				t.Fatalf("Trust error = %v, want a SecretError naming e-ca tls.crt: %v", err, tt.wantErr)
 			}
 			if !bytes.Equal(got["ca.crt"], tt.want) {
 				t.Errorf("Trust = %d certificates, want %d", len(parseValid(got["ca.crt"])), len(parseValid(tt.want)))
@@ -159,7 +161,15 @@ func TestTrustCondition(t *testing.T) {
 	}
 	got = TrustCondition(c, bundle, 1, 3, []string{"e-ca", "e-peer-ca"})
 	if got.Status != metav1.ConditionFalse || got.Reason != ReasonRollingOut ||
-		got.Message != "1 of 3 member Pods were started trusting the CAs of Secret e-ca-bundle (2 server CAs, 1 peer CA); the others are restarted one at a time; the old keys of e-ca and e-peer-ca sign until every member trusts the new ones" {
+		got.Message != "1 of 3 member Pods were started trusting the CAs of Secret e-ca-bundle (2 server CAs, 1 peer CA); the others are restarted one at a time (the Progressing condition says what the roll waits for); the old keys of e-ca and e-peer-ca sign until every member trusts the new ones" {
 		t.Errorf("rolling out: %+v", got)
+	}
+}
+
+func TestTrustUnknown(t *testing.T) {
+	t.Parallel()
+	got := TrustUnknown(managed(etcdv1alpha1.CertManagerSpec{}), "Secret x: ca.crt: no PEM certificate")
+	if got.Status != metav1.ConditionUnknown || got.Reason != ReasonTrustUnknown || got.Message != "The trust bundle e-ca-bundle cannot be gathered: Secret x: ca.crt: no PEM certificate" {
+		t.Errorf("TrustUnknown = %+v", got)
 	}
 }

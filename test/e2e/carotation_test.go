@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"testing"
 	"time"
@@ -112,16 +113,24 @@ func assertCARotation(ctx context.Context, t *testing.T, c *etcdv1alpha1.EtcdClu
 		}
 		return nil
 	})
-	if got := secretData(ctx, t, ns, builder.PeerTLSSecretName(c), "ca.crt"); !bytes.Equal(got, oldPeerCA) {
-		t.Errorf("the peer certificate renewed during the roll is not from the old peer CA")
+	if err := signedBy(secretData(ctx, t, ns, builder.PeerTLSSecretName(c), "tls.crt"), oldPeerCA); err != nil {
+		t.Errorf("the peer certificate renewed during the roll is not from the old peer CA: %v", err)
 	} else {
-		t.Log("the peer certificate renewed during the roll came from the old peer CA")
+		t.Log("the peer certificate renewed during the roll was signed by the old peer CA")
 	}
 	support.Eventually(t, 8*time.Minute, "every member to trust the new CAs and the new CAs to sign", func() error {
+		signing := 0
 		for _, ca := range []string{clientCA, peerCA} {
-			if !bytes.Equal(secretData(ctx, t, ns, pki.SigningSecretName(ca), "tls.crt"), secretData(ctx, t, ns, ca, "tls.crt")) {
-				return fmt.Errorf("%s does not sign with its new key yet", ca)
+			if bytes.Equal(secretData(ctx, t, ns, pki.SigningSecretName(ca), "tls.crt"), secretData(ctx, t, ns, ca, "tls.crt")) {
+				signing++
 			}
+		}
+		if signing > 0 {
+			// From the moment a new CA signs, every member must trust it.
+			assertAllTrust(ctx, t, c)
+		}
+		if signing < 2 {
+			return fmt.Errorf("%d of the 2 new CAs sign", signing)
 		}
 		c := &etcdv1alpha1.EtcdCluster{}
 		if err := k8sClient.Get(ctx, key, c); err != nil {
@@ -137,19 +146,7 @@ func assertCARotation(ctx context.Context, t *testing.T, c *etcdv1alpha1.EtcdClu
 	})
 	t.Logf("every member was restarted trusting the new CAs, and they sign, %s after the CAs were renewed", time.Since(start).Round(time.Second))
 	finish()
-	bundle := &corev1.Secret{}
-	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: bundleName}, bundle); err != nil {
-		t.Fatal(err)
-	}
-	pods := &corev1.PodList{}
-	if err := k8sClient.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels(builder.MemberSelectorLabels(c))); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		if got := p.Annotations[etcdv1alpha1.AnnotationTrustBundleHash]; got != builder.TrustBundleHash(bundle.Data) {
-			t.Errorf("member %s was started with trust bundle %s, not the current one", p.Name, got)
-		}
-	}
+	bundle, pods := assertAllTrust(ctx, t, c)
 
 	// The leaves, renewed now, come from the new CAs; a client holding the
 	// bundle keeps writing through the switch.
@@ -191,4 +188,48 @@ func assertCARotation(ctx context.Context, t *testing.T, c *etcdv1alpha1.EtcdClu
 		}
 	}
 	assertMembers(ctx, t, tlsClient(ctx, t, ns, c.Name, bundleRoots, newRoot), ns, 3)
+}
+
+// assertAllTrust checks that every member Pod of c was started with the
+// current trust bundle and none is terminating; it returns the bundle and
+// the Pods.
+func assertAllTrust(ctx context.Context, t *testing.T, c *etcdv1alpha1.EtcdCluster) (*corev1.Secret, *corev1.PodList) {
+	t.Helper()
+	bundle := &corev1.Secret{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: builder.TrustBundleSecretName(c)}, bundle); err != nil {
+		t.Fatal(err)
+	}
+	pods := &corev1.PodList{}
+	if err := k8sClient.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels(builder.MemberSelectorLabels(c))); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if got := p.Annotations[etcdv1alpha1.AnnotationTrustBundleHash]; got != builder.TrustBundleHash(bundle.Data) || p.DeletionTimestamp != nil {
+			t.Errorf("a new CA signs while member %s was started with trust bundle %q (current %q), terminating: %v",
+				p.Name, got, builder.TrustBundleHash(bundle.Data), p.DeletionTimestamp != nil)
+		}
+	}
+	return bundle, pods
+}
+
+// signedBy checks that the first certificate of leafPEM was signed by the
+// CA certificate caPEM.
+func signedBy(leafPEM, caPEM []byte) error {
+	leaf, err := firstCert(leafPEM)
+	if err != nil {
+		return err
+	}
+	ca, err := firstCert(caPEM)
+	if err != nil {
+		return err
+	}
+	return leaf.CheckSignatureFrom(ca)
+}
+
+func firstCert(data []byte) (*x509.Certificate, error) {
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, fmt.Errorf("no PEM block")
+	}
+	return x509.ParseCertificate(block.Bytes)
 }
