@@ -376,9 +376,9 @@ func topologyStatus(o observed, a action) statusPatch {
 		progressing.Status, progressing.Reason = metav1.ConditionFalse, reasonPaused
 		progressing.Message = "The operator changes nothing while the annotation " + etcdv1alpha1.AnnotationPaused + " is \"true\"; it would now: " + a.String()
 	}
-	updated := 0
+	updated, specHash := 0, builder.PodSpecHash(c)
 	for _, p := range o.pods {
-		if !o.outdated(p) {
+		if !o.outdated(p, specHash) {
 			updated++
 		}
 	}

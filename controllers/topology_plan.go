@@ -51,10 +51,11 @@ type observed struct {
 	trustHash string
 }
 
-// outdated tells whether Pod p was built from an older spec or started
-// with an older trust bundle than o's.
-func (o observed) outdated(p *corev1.Pod) bool {
-	return p.Annotations[etcdv1alpha1.AnnotationPodSpecHash] != builder.PodSpecHash(o.cluster) ||
+// outdated tells whether Pod p was built from another spec than the one
+// of specHash (builder.PodSpecHash, computed once by the caller) or
+// started with an older trust bundle than o's.
+func (o observed) outdated(p *corev1.Pod, specHash string) bool {
+	return p.Annotations[etcdv1alpha1.AnnotationPodSpecHash] != specHash ||
 		o.trustHash != "" && p.Annotations[etcdv1alpha1.AnnotationTrustBundleHash] != o.trustHash
 }
 
@@ -283,9 +284,10 @@ func checkVersions(o observed) (action, bool) {
 // emptyDir, is replaced by a fresh member.
 func planRoll(o observed, voters []etcd.Member) (action, bool) {
 	c := o.cluster
+	specHash := builder.PodSpecHash(c)
 	var outdated []string
 	for _, name := range slices.Sorted(maps.Keys(o.pods)) {
-		if p := o.pods[name]; p.DeletionTimestamp == nil && o.outdated(p) {
+		if p := o.pods[name]; p.DeletionTimestamp == nil && o.outdated(p, specHash) {
 			outdated = append(outdated, name)
 		}
 	}

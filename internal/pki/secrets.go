@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -96,28 +97,40 @@ func Check(n Need, s *corev1.Secret) (time.Time, error) {
 	return expiry, nil
 }
 
-// parseCerts parses the PEM certificates of data; there must be one.
+// parseCerts parses the PEM certificates of data; there must be one, and
+// every one must parse.
 func parseCerts(data []byte) ([]*x509.Certificate, error) {
+	certs, err := certsOf(data)
+	if err == nil && len(certs) == 0 {
+		err = errors.New("no PEM certificate")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return certs, nil
+}
+
+// certsOf parses the CERTIFICATE blocks of data: those that parse, and
+// the error of the first that does not.
+func certsOf(data []byte) ([]*x509.Certificate, error) {
 	var certs []*x509.Certificate
+	var firstErr error
 	for {
 		var block *pem.Block
 		block, data = pem.Decode(data)
 		if block == nil {
-			break
+			return certs, firstErr
 		}
 		if block.Type != "CERTIFICATE" {
 			continue
 		}
 		c, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {
-			return nil, err
+			firstErr = cmp.Or(firstErr, err)
+			continue
 		}
 		certs = append(certs, c)
 	}
-	if len(certs) == 0 {
-		return nil, errors.New("no PEM certificate")
-	}
-	return certs, nil
 }
 
 // Condition is the CertificatesReady condition: False with reason and the

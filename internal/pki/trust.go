@@ -142,17 +142,8 @@ func (e *SecretError) Unwrap() error { return e.Err }
 
 // parseValid parses the certificates of data, skipping what does not parse.
 func parseValid(data []byte) []*x509.Certificate {
-	var certs []*x509.Certificate
-	for {
-		var block *pem.Block
-		block, data = pem.Decode(data)
-		if block == nil {
-			return certs
-		}
-		if c, err := x509.ParseCertificate(block.Bytes); err == nil && block.Type == "CERTIFICATE" {
-			certs = append(certs, c)
-		}
-	}
+	certs, _ := certsOf(data)
+	return certs
 }
 
 // Trusts tells whether every certificate of caPEM (a CA Secret's tls.crt)
