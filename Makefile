@@ -19,6 +19,7 @@ KUBE_TARGET_VERSION ?= 1.37
 CONTROLLER_GEN_VERSION ?= v0.23.0
 KUSTOMIZE_VERSION ?= v5.8.2
 GOLANGCI_LINT_VERSION ?= v2.15.0
+GOTESTSUM_VERSION ?= v1.13.0
 OPERATOR_SDK_VERSION ?= v1.42.2
 OPM_VERSION ?= v1.65.0
 # The catalog image serves catalog/ with this opm.
@@ -33,11 +34,17 @@ SHELL = /usr/bin/env bash -o pipefail
 LOCALBIN ?= $(CURDIR)/bin
 GO ?= go
 GOTEST_FLAGS ?= -count=1
+# How many e2e tests run at once on the local cluster (test/e2e/main_test.go
+# says which run alone); chosen by measurement on 2 cores (docs/testing.md).
+E2E_PARALLEL ?= 4
+# Where `make test` keeps the JSON of every test run, for `make test-report`.
+TEST_LOGS ?= $(CURDIR)/.testlogs
 BENCH_RUNS ?= 3
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+GOTESTSUM ?= $(LOCALBIN)/gotestsum-$(GOTESTSUM_VERSION)
 OPERATOR_SDK ?= $(LOCALBIN)/operator-sdk-$(OPERATOR_SDK_VERSION)
 OPM ?= $(LOCALBIN)/opm-$(OPM_VERSION)
 KUBE_APISERVER ?= $(LOCALBIN)/kube-apiserver-$(KUBERNETES_VERSION)
@@ -89,21 +96,35 @@ vet: ## Run go vet.
 lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 	$(GOLANGCI_LINT) run
 
-# Suites that run on the local cluster; they run one at a time (a fault in
-# one must not hit another) after the other packages.
+# Suites that run on the local cluster; one package at a time (a fault in
+# one must not hit another), after the other packages. Inside a package the
+# tests that call t.Parallel() run E2E_PARALLEL at once.
 CLUSTER_SUITES = ./test/localcluster/... ./test/e2e/...
+CLUSTER_TEST_FLAGS = -p 1 -parallel $(E2E_PARALLEL) -timeout 60m $(GOTEST_FLAGS)
 
 .PHONY: test
-test: manifests generate $(ENVTEST_ASSETS) localcluster-binaries $(KUSTOMIZE) $(OPERATOR_SDK) $(OPM) ## Run the unit tests, the API server tests, the local cluster's suite and the e2e suite (needs root).
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) OPERATOR_SDK_BIN=$(OPERATOR_SDK) OPM_BIN=$(OPM) KUSTOMIZE_BIN=$(KUSTOMIZE) $(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e /test/localcluster -e /test/e2e)
-	cd hack/cert-manager && KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) CERT_MANAGER_CONTROLLER_BIN=$(CERT_MANAGER_CONTROLLER) $(GO) test $(GOTEST_FLAGS) ./...
+test: manifests generate $(ENVTEST_ASSETS) localcluster-binaries $(KUSTOMIZE) $(OPERATOR_SDK) $(OPM) $(GOTESTSUM) ## Run the unit tests, the API server tests, the local cluster's suite and the e2e suite (needs root).
+	rm -rf $(TEST_LOGS) && mkdir -p $(TEST_LOGS)
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) OPERATOR_SDK_BIN=$(OPERATOR_SDK) OPM_BIN=$(OPM) KUSTOMIZE_BIN=$(KUSTOMIZE) \
+		$(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/unit.json -- $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e /test/localcluster -e /test/e2e)
+	cd hack/cert-manager && KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) CERT_MANAGER_CONTROLLER_BIN=$(CERT_MANAGER_CONTROLLER) \
+		$(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/cert-manager.json -- $(GOTEST_FLAGS) ./...
 	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
-		$(GO) test -p 1 -timeout 75m $(GOTEST_FLAGS) $(CLUSTER_SUITES)
+		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/cluster.json -- $(CLUSTER_TEST_FLAGS) $(CLUSTER_SUITES)
 
 .PHONY: test-e2e
-test-e2e: localcluster-binaries $(KUSTOMIZE) ## Run the e2e suite on the local cluster (started, or reused when running).
+test-e2e: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM) ## Run the e2e suite on the local cluster (started, or reused when running).
+	mkdir -p $(TEST_LOGS)
 	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
-		$(GO) test -timeout 75m $(GOTEST_FLAGS) ./test/e2e/...
+		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/e2e.json -- $(CLUSTER_TEST_FLAGS) ./test/e2e/...
+
+.PHONY: print-gotestsum
+print-gotestsum:
+	@echo $(GOTESTSUM)
+
+.PHONY: test-report
+test-report: $(GOTESTSUM) ## The ten slowest tests of the last `make test`.
+	@cat $(TEST_LOGS)/*.json | $(GOTESTSUM) tool slowest --num 10
 
 .PHONY: bench
 bench: localcluster-binaries $(KUSTOMIZE) ## Measure bootstrap, scaling and recovery times and the operator at rest (medians of BENCH_RUNS runs).
@@ -190,6 +211,10 @@ $(KUSTOMIZE): | $(LOCALBIN)
 	GOBIN=$(LOCALBIN) $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
 	mv $(LOCALBIN)/kustomize $@
 
+$(GOTESTSUM): | $(LOCALBIN)
+	GOBIN=$(LOCALBIN) $(GO) install gotest.tools/gotestsum@$(GOTESTSUM_VERSION)
+	mv $(LOCALBIN)/gotestsum $@
+
 $(GOLANGCI_LINT): | $(LOCALBIN)
 	GOBIN=$(LOCALBIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(LOCALBIN)/golangci-lint $@
@@ -224,10 +249,17 @@ KUBE_LDFLAGS = -s -w \
 	-X k8s.io/client-go/pkg/version.gitMajor=$(word 1,$(subst ., ,$(KUBERNETES_VERSION:v%=%))) \
 	-X k8s.io/client-go/pkg/version.gitMinor=$(word 2,$(subst ., ,$(KUBERNETES_VERSION:v%=%))) \
 	-X k8s.io/client-go/pkg/version.gitTreeState=clean
-$(LOCALBIN)/kube-%-$(KUBERNETES_VERSION): hack/kube/go.mod | $(LOCALBIN)
-	cd hack/kube && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-$*
-$(KUBECTL): hack/kube/go.mod | $(LOCALBIN)
-	cd hack/kube && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
+KUBE_BINARIES = $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) $(KUBE_SCHEDULER) $(KUBECTL)
+# One go build for all four: they share most of their packages, and one
+# build compiles each package once with every core busy (two builds at once
+# would compile the shared packages twice).
+$(KUBE_BINARIES) &: hack/kube/go.mod | $(LOCALBIN)
+	cd hack/kube && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o $(LOCALBIN)/kube-$(KUBERNETES_VERSION).tmp/ \
+		$(addprefix k8s.io/kubernetes/cmd/,kube-apiserver kube-controller-manager kube-scheduler kubectl)
+	for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do \
+		mv $(LOCALBIN)/kube-$(KUBERNETES_VERSION).tmp/$$b $(LOCALBIN)/$$b-$(KUBERNETES_VERSION); \
+	done
+	rmdir $(LOCALBIN)/kube-$(KUBERNETES_VERSION).tmp
 
 # etcd, from hack/etcd/<version> (a main that calls etcdmain.Main).
 $(LOCALBIN)/etcd-%: hack/etcd/%/go.mod | $(LOCALBIN)
@@ -258,14 +290,14 @@ localcluster: ## Build the local cluster's own binary (control plane supervisor 
 	$(GO) build -o $(LOCALCLUSTER) ./cmd/localcluster
 
 .PHONY: localcluster-binaries
-localcluster-binaries: localcluster build $(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) $(KUBE_SCHEDULER) $(KUBECTL) $(CERT_MANAGER_CONTROLLER) $(ETCDCTL) $(foreach v,$(ETCD_MEMBER_VERSIONS),$(LOCALBIN)/etcd-$(v)) ## Build everything the local cluster runs.
+localcluster-binaries: localcluster build $(KUBE_BINARIES) $(CERT_MANAGER_CONTROLLER) $(foreach v,$(ETCD_MEMBER_VERSIONS),$(LOCALBIN)/etcd-$(v)) ## Build everything the local cluster runs.
 
 .PHONY: localcluster-up
 localcluster-up: localcluster-binaries ## Start the local cluster in the background (KUBECONFIG=.localcluster/admin.kubeconfig).
 	$(LOCALCLUSTER) up --detach --state-dir $(LOCALCLUSTER_STATE) --bin-dir $(LOCALBIN) --nodes $(LOCALCLUSTER_NODES)
 
 .PHONY: demo
-demo: localcluster-up $(KUSTOMIZE) ## Start the local cluster, install cert-manager and the operator, bring up a sample EtcdCluster.
+demo: localcluster-up $(KUSTOMIZE) $(ETCDCTL) ## Start the local cluster, install cert-manager and the operator, bring up a sample EtcdCluster.
 	hack/demo.sh $(KUBECTL) $(KUSTOMIZE) $(ETCDCTL) $(LOCALCLUSTER_STATE)
 
 .PHONY: demo-down
@@ -276,4 +308,4 @@ localcluster-down: localcluster ## Stop the local cluster and remove what it cre
 	$(LOCALCLUSTER) down --state-dir $(LOCALCLUSTER_STATE)
 
 .PHONY: tools
-tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(GOLANGCI_LINT) $(OPERATOR_SDK) $(OPM) ## Build every pinned tool into bin/.
+tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(GOLANGCI_LINT) $(GOTESTSUM) $(OPERATOR_SDK) $(OPM) ## Build every pinned tool into bin/.

@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -106,6 +107,11 @@ func MemberSelector(cluster *etcdv1alpha1.EtcdCluster) labels.Selector {
 	return labels.SelectorFromSet(builder.MemberSelectorLabels(cluster))
 }
 
+// clusterWorkers is how many clusters each per-cluster reconciler works on
+// at once, so that one whose members time out does not hold up the others.
+// A cluster is never reconciled twice at once by the same reconciler.
+const clusterWorkers = 4
+
 // SetupWithManager registers the reconciler with mgr.
 func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
@@ -115,6 +121,7 @@ func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Secret{}).
 		Owns(&corev1.Service{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: clusterWorkers}).
 		Named("etcdcluster").
 		Complete(r)
 }

@@ -21,6 +21,7 @@ import (
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -413,6 +414,7 @@ func (r *PKIReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A member Pod created or deleted may be the last one to trust a
 		// new CA, which may then sign.
 		Owns(&corev1.Pod{}, ctrlbuilder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: clusterWorkers}).
 		Named("etcdcluster-pki")
 	if r.CertManager {
 		b = b.Owns(&cmapi.Certificate{})

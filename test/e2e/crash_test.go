@@ -42,6 +42,8 @@ func killOperator(ctx context.Context, t *testing.T) {
 // the operator again and again, at whatever step it is in (adding a
 // learner, creating its Pod, promoting, removing, deleting a Pod): every
 // pass re-derives its step from etcd and the API server, so it converges.
+//
+// Runs alone (no t.Parallel): it kills the operator every other test relies on.
 func TestOperatorKilledMidChange(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
@@ -153,6 +155,9 @@ func awaitOperatorRollout(ctx context.Context, t *testing.T, armed bool) *corev1
 // while a cluster scales 1 -> 3 -> 1 and a writer writes. Each restart
 // re-derives the next step and the cluster converges with every
 // acknowledged write.
+//
+// Runs alone (no t.Parallel): it restarts the operator with crash points
+// armed, and the armed operator crashes in every other test's reconciles.
 func TestOperatorCrashesAtEachStep(t *testing.T) {
 	ctx := context.Background()
 	steps := []string{"AddLearner", "CreatePod", "Promote", "MoveLeader", "RemoveMember", "DeletePod"}

@@ -36,9 +36,10 @@ func seedPrerequisites() []client.Object {
 }
 
 // TestExamplesComeUpReady applies every example that needs no TLS
-// Secrets, one at a time, and waits for it to be Ready with etcd's member
+// Secrets, each in its own namespace, and waits for it to be Ready with etcd's member
 // list matching spec.replicas.
 func TestExamplesComeUpReady(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, obj := range seedPrerequisites() {
 		if err := k8sClient.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -54,6 +55,7 @@ func TestExamplesComeUpReady(t *testing.T) {
 			continue // needs the user's certificates
 		}
 		t.Run(filepath.Base(file), func(t *testing.T) {
+			t.Parallel()
 			ns := newNamespace(ctx, t)
 			for _, obj := range support.ReadObjects(t, file) {
 				obj.SetNamespace(ns)

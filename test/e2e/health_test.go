@@ -91,6 +91,7 @@ func memberStatus(ctx context.Context, t *testing.T, key client.ObjectKey, name 
 // naming that member, while quorum holds and the operator goes on
 // reconciling another cluster; healed, the cluster is healthy again.
 func TestHealthNamesTheSickMember(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cluster := newHealthCluster(ctx, t, "sick", nil)
 	key := client.ObjectKeyFromObject(cluster)
@@ -144,6 +145,7 @@ func TestHealthNamesTheSickMember(t *testing.T) {
 // TestStatusWhenAllMembersDown pauses every member: the status says no
 // member answers and lists none as healthy; resumed, all are healthy.
 func TestStatusWhenAllMembersDown(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cluster := newHealthCluster(ctx, t, "down", nil)
 	key := client.ObjectKeyFromObject(cluster)
@@ -179,6 +181,7 @@ func TestStatusWhenAllMembersDown(t *testing.T) {
 // time and disarms the alarm; writes succeed again and the live keys are
 // all there.
 func TestNoSpaceIsRecovered(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cluster := newHealthCluster(ctx, t, "full", map[string]string{"quota-backend-bytes": strconv.Itoa(8 << 20)})
 	key := client.ObjectKeyFromObject(cluster)
@@ -235,6 +238,7 @@ func TestNoSpaceIsRecovered(t *testing.T) {
 // with a ServiceAccount token allowed to read /metrics, and checks the
 // series of a healthy 3-member cluster.
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cluster := newHealthCluster(ctx, t, "measured", nil)
 	key := client.ObjectKeyFromObject(cluster)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,22 +18,19 @@ import (
 // running as a pod with its own ServiceAccount, reconciles the seed's full
 // example and tells the user that emptyDir is ignored.
 func TestInstalledOperatorReconciles(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}
-	if err := k8sClient.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), ns) })
+	ns := newNamespace(ctx, t)
 	objs := support.ReadObjects(t, env.Root+"/examples/all-fields-seed.yaml")
 	for _, o := range objs {
-		o.SetNamespace(ns.Name)
+		o.SetNamespace(ns)
 		if err := k8sClient.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cluster := &etcdv1alpha1.EtcdCluster{}
 	support.Eventually(t, time.Minute, "the operator to report ConfigurationWarning=True (EmptyDirIgnored)", func() error {
-		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "test"}, cluster); err != nil {
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "test"}, cluster); err != nil {
 			return err
 		}
 		c := meta.FindStatusCondition(cluster.Status.Conditions, etcdv1alpha1.ConditionConfigurationWarning)

@@ -2,6 +2,13 @@
 // the operator is installed from config/ exactly as a user would install it
 // (its own ServiceAccount and RBAC), and every claim is checked against the
 // API server and, for etcd members, with a real etcd client.
+//
+// The suite runs on one local cluster with one operator, installed once.
+// A test that touches only its own namespace (its clusters, its members and
+// the faults aimed at them) calls t.Parallel(); `go test -parallel`
+// ($E2E_PARALLEL in the Makefile) bounds how many run at once. A test that
+// takes the whole cluster (kills or replaces the operator, stops a node)
+// does not, so Go runs it alone before the parallel group, and says why.
 package e2e
 
 import (
@@ -42,6 +49,10 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	k8sClient = c
+	// cert-manager first: the operator looks for its API when it starts.
+	if err := env.InstallCertManager(); err != nil {
+		return 0, err
+	}
 	if err := env.InstallOperator(); err != nil {
 		return 0, err
 	}

@@ -80,6 +80,9 @@ func readCSV(t *testing.T) *csv {
 // comes up Ready under that RBAC alone. The operator installed from config/
 // is scaled to 0 meanwhile (two operators would fight over the same
 // clusters) and restored afterwards.
+//
+// Runs alone (no t.Parallel): it replaces the operator every other test
+// relies on.
 func TestOLMInstallStrategy(t *testing.T) {
 	ctx := context.Background()
 	c := readCSV(t)

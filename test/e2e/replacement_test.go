@@ -67,14 +67,10 @@ const (
 // writer writes: its Pod deleted (with an emptyDir its data is gone: the
 // member is replaced; with a claim the same member comes back), its claim
 // deleted, its data wiped while it runs (etcd 3.6 restarts it as itself
-// and the leader sends it everything again), its node stopped for good.
-// Each time the cluster returns to full strength by itself with every
-// acknowledged write.
+// and the leader sends it everything again). Each time the cluster returns
+// to full strength by itself with every acknowledged write.
 func TestMemberReplacement(t *testing.T) {
-	claim := &etcdv1alpha1.EmbeddedPersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
-		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("128Mi")}},
-	}}
+	t.Parallel()
 	tests := []struct {
 		name    string
 		storage etcdv1alpha1.StorageSpec
@@ -82,81 +78,106 @@ func TestMemberReplacement(t *testing.T) {
 		want    comeback
 	}{
 		{"emptydir", etcdv1alpha1.StorageSpec{}, deletePod, freshMember},
-		{"claim", etcdv1alpha1.StorageSpec{VolumeClaimTemplate: claim}, deletePod, sameMember},
-		{"claim-lost", etcdv1alpha1.StorageSpec{VolumeClaimTemplate: claim}, deletePodAndClaim, freshMember},
+		{"claim", etcdv1alpha1.StorageSpec{VolumeClaimTemplate: replacementClaim()}, deletePod, sameMember},
+		{"claim-lost", etcdv1alpha1.StorageSpec{VolumeClaimTemplate: replacementClaim()}, deletePodAndClaim, freshMember},
 		// etcd 3.6 re-syncs a wiped member as itself when it restarts in
 		// time; one that keeps failing is replaced after the timeout.
 		{"wiped-emptydir", etcdv1alpha1.StorageSpec{}, wipeData, resynced},
-		{"wiped-claim", etcdv1alpha1.StorageSpec{VolumeClaimTemplate: claim}, wipeData, resynced},
-		{"node-lost", etcdv1alpha1.StorageSpec{VolumeClaimTemplate: claim}, stopNode, freshMember},
+		{"wiped-claim", etcdv1alpha1.StorageSpec{VolumeClaimTemplate: replacementClaim()}, wipeData, resynced},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx := context.Background()
-			ns := newNamespace(ctx, t)
-			cluster := &etcdv1alpha1.EtcdCluster{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tt.name},
-				Spec: etcdv1alpha1.EtcdClusterSpec{
-					Replicas: ptr.To[int32](3), Storage: tt.storage,
-					UnhealthyMemberTimeout: &metav1.Duration{Duration: 15 * time.Second},
-					PodTemplate:            etcdv1alpha1.PodTemplate{Spec: etcdv1alpha1.PodSpec{Affinity: spreadMembers(tt.name)}},
-				},
-			}
-			if err := k8sClient.Create(ctx, cluster); err != nil {
-				t.Fatal(err)
-			}
-			key := client.ObjectKeyFromObject(cluster)
-			awaitReady(ctx, t, key, 3)
-			cli := etcdClient(ctx, t, ns, tt.name)
-			if _, err := cli.Put(ctx, "/e2e/kept", "yes"); err != nil {
-				t.Fatal(err)
-			}
-			before := memberIDs(ctx, t, cli)
-			finish := startWriter(ctx, t, cli)
-			victim := pickVictim(ctx, t, ns, tt.name)
-			start := time.Now()
-			harm(ctx, t, victim, tt.fault)
-			support.Eventually(t, 4*time.Minute, "the cluster to return to 3 healthy members", func() error {
-				ids := memberIDs(ctx, t, cli)
-				if len(ids) != 3 {
-					return fmt.Errorf("members %v", ids)
-				}
-				_, victimBack := ids[victim.Name]
-				switch {
-				case tt.want == sameMember && (!victimBack || ids[victim.Name] != before[victim.Name]):
-					return fmt.Errorf("want %s back with ID %x, members %v", victim.Name, before[victim.Name], ids)
-				case tt.want == freshMember && victimBack:
-					return fmt.Errorf("want %s replaced, members %v", victim.Name, ids)
-				}
-				for name := range ids {
-					if name == "" {
-						return fmt.Errorf("a member has not started: %v", ids)
-					}
-					pod := &corev1.Pod{}
-					if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
-						return err
-					}
-					if tt.want != resynced && pod.UID == victim.UID {
-						return fmt.Errorf("the harmed Pod of %s is still there", name)
-					}
-					if !podReady(pod) {
-						return fmt.Errorf("the Pod of %s is not Ready yet", name)
-					}
-				}
-				return nil
-			})
-			awaitReady(ctx, t, key, 3)
-			t.Logf("full strength %s after harming %s", time.Since(start).Round(time.Second), victim.Name)
-			if _, back := memberIDs(ctx, t, cli)[victim.Name]; tt.want == resynced && back {
-				t.Logf("%s came back as itself, re-synced by the leader", victim.Name)
-				assertServesLocally(ctx, t, victim, "/e2e/kept")
-			}
-			finish()
-			resp, err := cli.Get(ctx, "/e2e/kept")
-			if err != nil || len(resp.Kvs) != 1 {
-				t.Fatalf("the data written before is gone: %v %v", resp, err)
-			}
+			t.Parallel()
+			harmAndAwaitComeback(t, tt.name, tt.storage, tt.fault, tt.want)
 		})
+	}
+}
+
+// TestMemberReplacementNodeLost stops the node of one member of a
+// 3-member cluster for good: the member is replaced on another node.
+//
+// Runs alone (no t.Parallel): a stopped node takes every other test's
+// Pods on it down too.
+func TestMemberReplacementNodeLost(t *testing.T) {
+	harmAndAwaitComeback(t, "node-lost", etcdv1alpha1.StorageSpec{VolumeClaimTemplate: replacementClaim()}, stopNode, freshMember)
+}
+
+// replacementClaim is the claim template of the replacement tests' members.
+func replacementClaim() *etcdv1alpha1.EmbeddedPersistentVolumeClaim {
+	return &etcdv1alpha1.EmbeddedPersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("128Mi")}},
+	}}
+}
+
+// harmAndAwaitComeback creates a 3-member cluster named name, does fault
+// to one member while a writer writes, and waits until the cluster is back
+// to full strength as want says, with the data written before.
+func harmAndAwaitComeback(t *testing.T, name string, storage etcdv1alpha1.StorageSpec, f fault, want comeback) {
+	t.Helper()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	cluster := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: etcdv1alpha1.EtcdClusterSpec{
+			Replicas: ptr.To[int32](3), Storage: storage,
+			UnhealthyMemberTimeout: &metav1.Duration{Duration: 15 * time.Second},
+			PodTemplate:            etcdv1alpha1.PodTemplate{Spec: etcdv1alpha1.PodSpec{Affinity: spreadMembers(name)}},
+		},
+	}
+	if err := k8sClient.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(cluster)
+	awaitReady(ctx, t, key, 3)
+	cli := etcdClient(ctx, t, ns, name)
+	if _, err := cli.Put(ctx, "/e2e/kept", "yes"); err != nil {
+		t.Fatal(err)
+	}
+	before := memberIDs(ctx, t, cli)
+	finish := startWriter(ctx, t, cli)
+	victim := pickVictim(ctx, t, ns, name, f == stopNode)
+	start := time.Now()
+	harm(ctx, t, victim, f)
+	support.Eventually(t, 4*time.Minute, "the cluster to return to 3 healthy members", func() error {
+		ids := memberIDs(ctx, t, cli)
+		if len(ids) != 3 {
+			return fmt.Errorf("members %v", ids)
+		}
+		_, victimBack := ids[victim.Name]
+		switch {
+		case want == sameMember && (!victimBack || ids[victim.Name] != before[victim.Name]):
+			return fmt.Errorf("want %s back with ID %x, members %v", victim.Name, before[victim.Name], ids)
+		case want == freshMember && victimBack:
+			return fmt.Errorf("want %s replaced, members %v", victim.Name, ids)
+		}
+		for name := range ids {
+			if name == "" {
+				return fmt.Errorf("a member has not started: %v", ids)
+			}
+			pod := &corev1.Pod{}
+			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
+				return err
+			}
+			if want != resynced && pod.UID == victim.UID {
+				return fmt.Errorf("the harmed Pod of %s is still there", name)
+			}
+			if !podReady(pod) {
+				return fmt.Errorf("the Pod of %s is not Ready yet", name)
+			}
+		}
+		return nil
+	})
+	awaitReady(ctx, t, key, 3)
+	t.Logf("full strength %s after harming %s", time.Since(start).Round(time.Second), victim.Name)
+	if _, back := memberIDs(ctx, t, cli)[victim.Name]; want == resynced && back {
+		t.Logf("%s came back as itself, re-synced by the leader", victim.Name)
+		assertServesLocally(ctx, t, victim, "/e2e/kept")
+	}
+	finish()
+	resp, err := cli.Get(ctx, "/e2e/kept")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the data written before is gone: %v %v", resp, err)
 	}
 }
 
@@ -174,9 +195,10 @@ func spreadMembers(cluster string) *corev1.Affinity {
 	}}
 }
 
-// pickVictim picks a member Pod that shares its node with neither another
-// member nor the operator, so that stopping its node harms only it.
-func pickVictim(ctx context.Context, t *testing.T, ns, cluster string) *corev1.Pod {
+// pickVictim picks a member Pod that shares its node with no other member
+// of its cluster and, when its node is to be stopped, not with the
+// operator either, so that the fault harms only it.
+func pickVictim(ctx context.Context, t *testing.T, ns, cluster string, nodeStops bool) *corev1.Pod {
 	t.Helper()
 	busy := map[string]int{}
 	operators := &corev1.PodList{}
@@ -184,7 +206,9 @@ func pickVictim(ctx context.Context, t *testing.T, ns, cluster string) *corev1.P
 		t.Fatal(err)
 	}
 	for _, p := range operators.Items {
-		busy[p.Spec.NodeName] += 10
+		if nodeStops {
+			busy[p.Spec.NodeName] += 10
+		}
 	}
 	members := &corev1.PodList{}
 	if err := k8sClient.List(ctx, members, client.InNamespace(ns), client.MatchingLabels{etcdv1alpha1.LabelCluster: cluster}); err != nil {

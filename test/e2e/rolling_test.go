@@ -167,6 +167,7 @@ func conditionMessage(c *etcdv1alpha1.EtcdCluster, typ string) string {
 // reports cluster version 3.6 at the end), grows its claims in place
 // without replacing a Pod, then refuses a downgrade.
 func TestUpgrade35To36(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	cluster := &etcdv1alpha1.EtcdCluster{
@@ -253,6 +254,7 @@ func TestUpgrade35To36(t *testing.T) {
 // crashes right after rolling a member and resumes the roll, and every
 // member ends up with the new flags.
 func TestRollOptionsAndResources(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	operator := armCrashPoints(ctx, t, []string{"RollMember"})
 	ns := newNamespace(ctx, t)

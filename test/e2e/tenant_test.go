@@ -43,7 +43,7 @@ import (
 // its access at once and keeps or deletes its keys as its retention policy
 // says.
 func TestTenantsShareACluster(t *testing.T) {
-	ensureCertManager(t)
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	for _, file := range []string{"shared-cluster.yaml", "tenant-a.yaml", "tenant-b.yaml"} {
@@ -155,6 +155,7 @@ func TestTenantsShareACluster(t *testing.T) {
 // credentials that work under its prefix only, and refuses a tenant of a
 // cluster without authentication.
 func TestTenantWithoutTLS(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	for _, c := range []*etcdv1alpha1.EtcdCluster{

@@ -13,10 +13,8 @@ import (
 	"math/big"
 	"net"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,27 +34,6 @@ import (
 	"github.com/etcd-operator/etcd-operator/internal/pki"
 	"github.com/etcd-operator/etcd-operator/test/support"
 )
-
-var certManagerOnce sync.Once
-
-// ensureCertManager installs cert-manager on the local cluster, as the
-// demo does, and restarts the operator so it sees cert-manager's API.
-func ensureCertManager(t *testing.T) {
-	t.Helper()
-	var err error
-	certManagerOnce.Do(func() {
-		install := exec.Command(env.Root+"/hack/localcluster/install-cert-manager.sh", env.Bin("kubectl-v1.37.2"))
-		install.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig())
-		if out, ierr := install.CombinedOutput(); ierr != nil {
-			err = fmt.Errorf("installing cert-manager: %w\n%s", ierr, out)
-			return
-		}
-		err = env.InstallOperator()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
 
 // tlsClient connects to a cluster through its client Service with the CA
 // and, when cert is given, the client certificate.
@@ -274,7 +251,7 @@ func assertNoPods(ctx context.Context, t *testing.T, ns, name string) {
 // TestTLSOperatorManaged brings up a cluster whose certificates the
 // operator has cert-manager issue, and checks it with real TLS clients.
 func TestTLSOperatorManaged(t *testing.T) {
-	ensureCertManager(t)
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	c := &etcdv1alpha1.EtcdCluster{
@@ -402,7 +379,7 @@ func issueUserCertificates(ctx context.Context, t *testing.T, ns, cluster string
 // missing or malformed, and comes up with them once cert-manager issued
 // them in the test.
 func TestTLSUserProvidedSecrets(t *testing.T) {
-	ensureCertManager(t)
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	c := &etcdv1alpha1.EtcdCluster{

@@ -101,6 +101,7 @@ func assertMembers(ctx context.Context, t *testing.T, cli *clientv3.Client, ns s
 // etcd's member list after each step and, at the end, that every
 // acknowledged write is there.
 func TestBootstrapAndScale(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	cluster := &etcdv1alpha1.EtcdCluster{

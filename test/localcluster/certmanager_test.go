@@ -3,9 +3,6 @@ package localcluster_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -20,11 +17,8 @@ import (
 func TestCertManagerIssuesCertificates(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	kubectl := filepath.Join(repoRoot, "bin", "kubectl-v1.37.2")
-	install := exec.Command(filepath.Join(repoRoot, "hack", "localcluster", "install-cert-manager.sh"), kubectl)
-	install.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig())
-	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("installing cert-manager: %v\n%s", err, out)
+	if err := env.InstallCertManager(); err != nil {
+		t.Fatal(err)
 	}
 	ns := newNamespace(ctx, t)
 	dyn, err := dynamic.NewForConfig(restCfg)

@@ -143,6 +143,17 @@ func ReadObjects(t testing.TB, path string) []*unstructured.Unstructured {
 	}
 }
 
+// InstallCertManager installs cert-manager as the demo does
+// (hack/localcluster/install-cert-manager.sh) and waits until it runs.
+func (e *Env) InstallCertManager() error {
+	install := exec.Command(filepath.Join(e.Root, "hack", "localcluster", "install-cert-manager.sh"), e.Bin("kubectl-v1.37.2"))
+	install.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig())
+	if out, err := install.CombinedOutput(); err != nil {
+		return fmt.Errorf("installing cert-manager: %w\n%s", err, out)
+	}
+	return nil
+}
+
 // InstallOperator installs the operator from config/default with
 // server-side apply, as the README tells users, restarts it so it runs the
 // binary in bin/, and waits until it runs.
