@@ -107,6 +107,32 @@ func MemberSelector(cluster *etcdv1alpha1.EtcdCluster) labels.Selector {
 	return labels.SelectorFromSet(builder.MemberSelectorLabels(cluster))
 }
 
+// memberPods lists the member Pods of cluster c: the Pods with its member
+// labels that it controls (a Pod that only wears the labels is no member).
+// Every reconciler finds the members this way.
+func memberPods(ctx context.Context, reader client.Reader, c *etcdv1alpha1.EtcdCluster) ([]*corev1.Pod, error) {
+	pods := &corev1.PodList{}
+	if err := reader.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabelsSelector{Selector: MemberSelector(c)}); err != nil {
+		return nil, err
+	}
+	var members []*corev1.Pod
+	for i := range pods.Items {
+		if metav1.IsControlledBy(&pods.Items[i], c) {
+			members = append(members, &pods.Items[i])
+		}
+	}
+	return members, nil
+}
+
+// podNames are the names of pods.
+func podNames(pods []*corev1.Pod) []string {
+	names := make([]string, 0, len(pods))
+	for _, p := range pods {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
 // clusterWorkers is how many clusters each per-cluster reconciler works on
 // at once, so that one whose members time out does not hold up the others.
 // A cluster is never reconciled twice at once by the same reconciler.

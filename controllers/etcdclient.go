@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
@@ -58,20 +57,14 @@ var errNoMemberPods = errors.New("the cluster has no member Pods")
 // their Pods, not the cluster's status, so a reconciler other than the
 // topology one needs no fresh status to reach them.
 func connectMembers(ctx context.Context, reader client.Reader, connect EtcdClientFactory, c *etcdv1alpha1.EtcdCluster) (etcd.Client, error) {
-	pods := &corev1.PodList{}
-	if err := reader.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels(builder.MemberSelectorLabels(c))); err != nil {
+	pods, err := memberPods(ctx, reader, c)
+	if err != nil {
 		return nil, err
 	}
-	var names []string
-	for i := range pods.Items {
-		if metav1.IsControlledBy(&pods.Items[i], c) {
-			names = append(names, pods.Items[i].Name)
-		}
-	}
-	if len(names) == 0 {
+	if len(pods) == 0 {
 		return nil, errNoMemberPods
 	}
-	return connect(ctx, c, memberURLs(c, names))
+	return connect(ctx, c, memberURLs(c, podNames(pods)))
 }
 
 // rootPassword reads root's password from the cluster's root password

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
@@ -17,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
-	"github.com/etcd-operator/etcd-operator/internal/builder"
 	"github.com/etcd-operator/etcd-operator/internal/etcd"
 )
 
@@ -63,17 +61,11 @@ func (r *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 		forgetCluster(req.Namespace, req.Name)
 		return ctrl.Result{}, nil
 	}
-	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.InNamespace(cluster.Namespace), client.MatchingLabels(builder.MemberSelectorLabels(cluster))); err != nil {
+	pods, err := memberPods(ctx, r.Client, cluster)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	var names []string
-	for i := range pods.Items {
-		if metav1.IsControlledBy(&pods.Items[i], cluster) {
-			names = append(names, pods.Items[i].Name)
-		}
-	}
-	endpoints := memberURLs(cluster, names)
+	endpoints := memberURLs(cluster, podNames(pods))
 	p := probeMembers(ctx, r.NewEtcdClient, cluster, endpoints, true)
 	report := assess(cluster, p, time.Now())
 	step := planMaintenance(cluster, p)

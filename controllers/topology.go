@@ -48,8 +48,8 @@ func (r *ClusterReconciler) apply(ctx context.Context, obj client.Object) error 
 // observe reads the cluster's member Pods and, through them, etcd.
 func (r *ClusterReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (observed, error) {
 	o := observed{cluster: c, pods: map[string]*corev1.Pod{}}
-	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels(builder.MemberSelectorLabels(c))); err != nil {
+	pods, err := memberPods(ctx, r.Client, c)
+	if err != nil {
 		return o, err
 	}
 	claims := &corev1.PersistentVolumeClaimList{}
@@ -68,15 +68,10 @@ func (r *ClusterReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdClu
 		}
 	}
 	var endpoints []string
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if !metav1.IsControlledBy(p, c) {
-			continue
-		}
+	for _, p := range pods {
 		o.pods[p.Name] = p
 		endpoints = append(endpoints, builder.ClientURL(c, p.Name))
 	}
-	var err error
 	if o.lostNodes, err = r.lostNodes(ctx, o.pods); err != nil {
 		return o, err
 	}
