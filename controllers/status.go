@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 )
@@ -48,4 +49,27 @@ func applyStatus(ctx context.Context, c client.Client, cluster *etcdv1alpha1.Etc
 	u.SetName(cluster.Name)
 	u.SetNamespace(cluster.Namespace)
 	return c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldManager), client.ForceOwnership)
+}
+
+// applyObject server-side applies the metadata and spec of obj as
+// fieldManager.
+func applyObject(ctx context.Context, c client.Client, obj client.Object, fieldManager string) error {
+	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
+	if err != nil {
+		return err
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	delete(u, "status")
+	if md, ok := u["metadata"].(map[string]any); ok {
+		delete(md, "creationTimestamp")
+	}
+	uo := &unstructured.Unstructured{Object: u}
+	uo.SetGroupVersionKind(gvk)
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(uo), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)
+	}
+	return nil
 }

@@ -170,7 +170,7 @@ func (r *TenantReconciler) certificate(ctx context.Context, t *etcdv1alpha1.Etcd
 	if err := r.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
 		return nil, "", err
 	}
-	if why := notIssued(got); why != "" {
+	if why := pki.NotIssued(got); why != "" {
 		return nil, why, nil
 	}
 	s := &corev1.Secret{}

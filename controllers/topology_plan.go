@@ -10,6 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 	"github.com/etcd-operator/etcd-operator/internal/builder"
@@ -498,4 +500,28 @@ func initialCluster(c *etcdv1alpha1.EtcdCluster, members []etcd.Member) string {
 		}
 	}
 	return builder.InitialCluster(peers)
+}
+
+// certificatesWait turns the creation of a member Pod into a wait while the
+// cluster's certificates are not ready (as the PKI reconciler reports in
+// CertificatesReady) or its trust bundle does not exist: the Pod could not
+// start without its Secrets, and a Pod waiting on a missing Secret says
+// nothing in the cluster's status.
+func certificatesWait(o observed, a action) action {
+	c := o.cluster
+	if (a.kind != actCreateSeed && a.kind != actCreatePod) || !c.Spec.Security.TLSEnabled() {
+		return a
+	}
+	cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionCertificatesReady)
+	if cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == c.Generation && o.trustHash != "" {
+		return a
+	}
+	why := "the PKI reconciler has not checked them yet"
+	switch {
+	case cond != nil && cond.Status == metav1.ConditionFalse:
+		why = cond.Message
+	case cond != nil && cond.Status == metav1.ConditionTrue:
+		why = "the trust bundle Secret " + builder.TrustBundleSecretName(c) + " does not exist yet"
+	}
+	return action{kind: actWait, member: a.member, reason: "waiting for the certificates before creating the member's Pod: " + why}
 }

@@ -187,17 +187,6 @@ func SigningSecret(c *etcdv1alpha1.EtcdCluster, ca *corev1.Secret) *corev1.Secre
 	}
 }
 
-// TrustingPods counts the Pods started with the trust bundle of hash.
-func TrustingPods(pods []corev1.Pod, hash string) int {
-	n := 0
-	for i := range pods {
-		if pods[i].Annotations[etcdv1alpha1.AnnotationTrustBundleHash] == hash {
-			n++
-		}
-	}
-	return n
-}
-
 // DescribeTrust says how many CAs of each kind a trust bundle holds.
 func DescribeTrust(data map[string][]byte) string {
 	var parts []string

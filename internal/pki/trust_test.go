@@ -124,14 +124,8 @@ func TestTrusts(t *testing.T) {
 	}
 }
 
-func TestTrustingPodsAndSecrets(t *testing.T) {
+func TestSigningAndSecrets(t *testing.T) {
 	t.Parallel()
-	pod := func(hash string) corev1.Pod {
-		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{etcdv1alpha1.AnnotationTrustBundleHash: hash}}}
-	}
-	if n := TrustingPods([]corev1.Pod{pod("h"), pod("old"), {}}, "h"); n != 1 {
-		t.Errorf("TrustingPods = %d, want 1", n)
-	}
 	c := managed(etcdv1alpha1.CertManagerSpec{})
 	ca := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "e-ca"}, Data: map[string][]byte{"tls.crt": []byte("C"), "tls.key": []byte("K"), "ca.crt": []byte("C")}}
 	s := SigningSecret(c, ca)
