@@ -18,13 +18,6 @@ import (
 	"github.com/etcd-operator/etcd-operator/internal/etcd"
 )
 
-// Reasons of the Authentication condition.
-const (
-	reasonAuthEnabled  = "Enabled"
-	reasonAuthDisabled = "Disabled"
-	reasonNotFormed    = "NotFormed"
-)
-
 // authRecheck is how soon the PKI reconciler looks again while it cannot
 // reach etcd to turn authentication on or off.
 const authRecheck = 5 * time.Second
@@ -43,19 +36,19 @@ func (r *PKIReconciler) authentication(ctx context.Context, c *etcdv1alpha1.Etcd
 		return cond, authRecheck, nil
 	}
 	if c.Status.ClusterID == "" {
-		return unknown(reasonNotFormed, "The cluster has not formed yet")
+		return unknown(etcdv1alpha1.ReasonNotFormed, "The cluster has not formed yet")
 	}
 	ec, err := connectMembers(ctx, r.Client, r.NewEtcdClient, c)
 	if errors.Is(err, errNoMemberPods) {
-		return unknown(reasonUnreachable, "No member Pods")
+		return unknown(etcdv1alpha1.ReasonUnreachable, "No member Pods")
 	}
 	if err != nil {
-		return unknown(reasonUnreachable, err.Error())
+		return unknown(etcdv1alpha1.ReasonUnreachable, err.Error())
 	}
 	defer func() { _ = ec.Close() }()
 	on, err := ec.AuthEnabled(ctx)
 	if err != nil {
-		return unknown(reasonUnreachable, err.Error())
+		return unknown(etcdv1alpha1.ReasonUnreachable, err.Error())
 	}
 	switch {
 	case want && !on:
@@ -66,21 +59,21 @@ func (r *PKIReconciler) authentication(ctx context.Context, c *etcdv1alpha1.Etcd
 			}
 		}
 		if err := ec.EnableAuth(ctx, password); err != nil {
-			return unknown(reasonUnreachable, "Enabling authentication: "+err.Error())
+			return unknown(etcdv1alpha1.ReasonUnreachable, "Enabling authentication: "+err.Error())
 		}
 		r.event(c, corev1.EventTypeNormal, "AuthEnabled", "Enabled etcd authentication with the root user, authenticated by %s", rootIdentity(c))
 	case !want && on:
 		if err := ec.DisableAuth(ctx); err != nil {
-			return unknown(reasonUnreachable, "Disabling authentication: "+err.Error())
+			return unknown(etcdv1alpha1.ReasonUnreachable, "Disabling authentication: "+err.Error())
 		}
 		r.event(c, corev1.EventTypeNormal, "AuthDisabled", "Disabled etcd authentication: spec.security.enableAuth is off")
 	}
 	if want {
-		cond.Status, cond.Reason = metav1.ConditionTrue, reasonAuthEnabled
+		cond.Status, cond.Reason = metav1.ConditionTrue, etcdv1alpha1.ReasonEnabled
 		cond.Message = "etcd authentication is on: only the root user (the operator, by " + rootIdentity(c) + ") and users granted roles may read and write"
 		return cond, 0, nil
 	}
-	cond.Status, cond.Reason = metav1.ConditionFalse, reasonAuthDisabled
+	cond.Status, cond.Reason = metav1.ConditionFalse, etcdv1alpha1.ReasonDisabled
 	cond.Message = "etcd authentication is off: every client that reaches the members may read and write everything; set spec.security.enableAuth to turn it on"
 	return cond, 0, nil
 }

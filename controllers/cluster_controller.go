@@ -23,10 +23,6 @@ import (
 	"github.com/etcd-operator/etcd-operator/internal/crashpoint"
 )
 
-// reasonPaused: the annotation etcdv1alpha1.AnnotationPaused stops the
-// operator.
-const reasonPaused = "Paused"
-
 // ClusterFieldManager is the field manager of the cluster reconciler's
 // status writes.
 const ClusterFieldManager = "etcd-operator-cluster"
@@ -77,7 +73,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 			return ctrl.Result{}, err
 		}
 		if refused != "" && warning.Status != metav1.ConditionTrue {
-			warning.Status, warning.Reason, warning.Message = metav1.ConditionTrue, reasonClaimsNotExpandable, refused
+			warning.Status, warning.Reason, warning.Message = metav1.ConditionTrue, etcdv1alpha1.ReasonClaimsNotExpandable, refused
 		}
 	}
 	observed, err := r.observe(ctx, cluster)

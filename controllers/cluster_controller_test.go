@@ -104,7 +104,7 @@ func TestClaimsThatCannotGrow(t *testing.T) {
 	if err := k8sClient.Patch(ctx, cluster, patch); err != nil {
 		t.Fatal(err)
 	}
-	awaitCondition(ctx, t, cluster, etcdv1alpha1.ConditionConfigurationWarning, metav1.ConditionTrue, reasonClaimsNotExpandable)
+	awaitCondition(ctx, t, cluster, etcdv1alpha1.ConditionConfigurationWarning, metav1.ConditionTrue, etcdv1alpha1.ReasonClaimsNotExpandable)
 	msg := meta.FindStatusCondition(cluster.Status.Conditions, etcdv1alpha1.ConditionConfigurationWarning).Message
 	if want := "Claim data-fixed-0 cannot grow from 1Gi to 2Gi"; !strings.Contains(msg, want) {
 		t.Errorf("warning %q does not say %q", msg, want)

@@ -16,19 +16,6 @@ import (
 	"github.com/etcd-operator/etcd-operator/internal/etcd"
 )
 
-// Reasons of the health conditions.
-const (
-	reasonQuorumHealthy     = "QuorumHealthy"
-	reasonQuorumLost        = "QuorumLost"
-	reasonUnreachable       = "Unreachable"
-	reasonAllMembersHealthy = "AllMembersHealthy"
-	reasonMembersUnhealthy  = "MembersUnhealthy"
-	reasonNoAlarms          = "NoAlarms"
-	reasonAlarmsUnknown     = "AlarmsUnknown"
-	reasonIdle              = "Idle"
-	reasonDisabled          = "Disabled"
-)
-
 // healthReport is what the health reconciler publishes about a cluster.
 type healthReport struct {
 	members    []etcdv1alpha1.MemberStatus
@@ -105,26 +92,26 @@ func assess(c *etcdv1alpha1.EtcdCluster, p probe, now time.Time) healthReport {
 			})
 		}
 		r.conditions = []metav1.Condition{
-			cond(etcdv1alpha1.ConditionQuorumAvailable, false, reasonUnreachable, msg),
-			cond(etcdv1alpha1.ConditionDegraded, true, reasonUnreachable, msg),
-			{Type: etcdv1alpha1.ConditionAlarm, Status: metav1.ConditionUnknown, Reason: reasonUnreachable, Message: msg, ObservedGeneration: c.Generation},
+			cond(etcdv1alpha1.ConditionQuorumAvailable, false, etcdv1alpha1.ReasonUnreachable, msg),
+			cond(etcdv1alpha1.ConditionDegraded, true, etcdv1alpha1.ReasonUnreachable, msg),
+			{Type: etcdv1alpha1.ConditionAlarm, Status: metav1.ConditionUnknown, Reason: etcdv1alpha1.ReasonUnreachable, Message: msg, ObservedGeneration: c.Generation},
 		}
 		return r
 	}
 	r.quorum = healthyVoters >= int(etcdv1alpha1.Quorum(int32(voters)))
 	quorumMsg := fmt.Sprintf("%d of %d voting members answer linearizable reads; %d needed", healthyVoters, voters, etcdv1alpha1.Quorum(int32(voters)))
 	if r.quorum {
-		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionQuorumAvailable, true, reasonQuorumHealthy, quorumMsg))
+		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionQuorumAvailable, true, etcdv1alpha1.ReasonQuorumHealthy, quorumMsg))
 	} else {
-		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionQuorumAvailable, false, reasonQuorumLost, quorumMsg))
+		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionQuorumAvailable, false, etcdv1alpha1.ReasonQuorumLost, quorumMsg))
 	}
 	switch ids := foreignEndpoints(p); {
 	case len(ids) > 0:
-		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionDegraded, true, reasonClusterIDMismatch, "Members answer for different etcd clusters: "+strings.Join(ids, "; ")))
+		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionDegraded, true, etcdv1alpha1.ReasonClusterIDMismatch, "Members answer for different etcd clusters: "+strings.Join(ids, "; ")))
 	case len(sick) > 0:
-		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionDegraded, true, reasonMembersUnhealthy, "Unhealthy: "+strings.Join(sick, "; ")))
+		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionDegraded, true, etcdv1alpha1.ReasonMembersUnhealthy, "Unhealthy: "+strings.Join(sick, "; ")))
 	default:
-		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionDegraded, false, reasonAllMembersHealthy, fmt.Sprintf("All %d members answer", len(p.members))))
+		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionDegraded, false, etcdv1alpha1.ReasonAllMembersHealthy, fmt.Sprintf("All %d members answer", len(p.members))))
 	}
 	r.conditions = append(r.conditions, alarmCondition(c, p))
 	return r
@@ -155,9 +142,9 @@ func foreignEndpoints(p probe) []string {
 // alarmCondition reports the active alarms, by member; the reason is the
 // alarm types, such as NOSPACE or CORRUPT_NOSPACE.
 func alarmCondition(c *etcdv1alpha1.EtcdCluster, p probe) metav1.Condition {
-	cond := metav1.Condition{Type: etcdv1alpha1.ConditionAlarm, Status: metav1.ConditionFalse, Reason: reasonNoAlarms, Message: "No member raised an alarm", ObservedGeneration: c.Generation}
+	cond := metav1.Condition{Type: etcdv1alpha1.ConditionAlarm, Status: metav1.ConditionFalse, Reason: etcdv1alpha1.ReasonNoAlarms, Message: "No member raised an alarm", ObservedGeneration: c.Generation}
 	if p.alarmsErr != nil {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, reasonAlarmsUnknown, "Listing alarms: "+p.alarmsErr.Error()
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, etcdv1alpha1.ReasonAlarmsUnknown, "Listing alarms: "+p.alarmsErr.Error()
 		return cond
 	}
 	if len(p.alarms) == 0 {
@@ -307,13 +294,13 @@ func sizeOf(n int64) string {
 
 // maintenanceCondition reports the planned upkeep.
 func maintenanceCondition(c *etcdv1alpha1.EtcdCluster, m maintenance) metav1.Condition {
-	cond := metav1.Condition{Type: etcdv1alpha1.ConditionMaintenance, Status: metav1.ConditionFalse, Reason: reasonIdle,
+	cond := metav1.Condition{Type: etcdv1alpha1.ConditionMaintenance, Status: metav1.ConditionFalse, Reason: etcdv1alpha1.ReasonIdle,
 		Message: "No database needs compaction or defragmentation", ObservedGeneration: c.Generation}
 	switch {
 	case c.IsPaused():
-		cond.Reason, cond.Message = reasonPaused, "The operator neither compacts nor defragments while the annotation "+etcdv1alpha1.AnnotationPaused+" is \"true\""
+		cond.Reason, cond.Message = etcdv1alpha1.ReasonPaused, "The operator neither compacts nor defragments while the annotation "+etcdv1alpha1.AnnotationPaused+" is \"true\""
 	case !c.DefragmentationEnabled():
-		cond.Reason, cond.Message = reasonDisabled, "spec.maintenance.defragmentation is off: the operator neither compacts nor defragments"
+		cond.Reason, cond.Message = etcdv1alpha1.ReasonDisabled, "spec.maintenance.defragmentation is off: the operator neither compacts nor defragments"
 	case m.kind != maintNone:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, string(m.kind), m.reason
 	}

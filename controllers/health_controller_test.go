@@ -36,7 +36,7 @@ func TestHealthStatusBesideTopology(t *testing.T) {
 		return nil
 	})
 	quorum := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionQuorumAvailable)
-	if quorum.Status != metav1.ConditionFalse || quorum.Reason != reasonUnreachable {
+	if quorum.Status != metav1.ConditionFalse || quorum.Reason != etcdv1alpha1.ReasonUnreachable {
 		t.Errorf("QuorumAvailable = %s/%s (%s), want False/Unreachable", quorum.Status, quorum.Reason, quorum.Message)
 	}
 	managers := map[string]bool{}

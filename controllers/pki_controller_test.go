@@ -21,7 +21,6 @@ import (
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 	"github.com/etcd-operator/etcd-operator/internal/builder"
-	"github.com/etcd-operator/etcd-operator/internal/pki"
 )
 
 // testPair is a self-signed certificate and its key, in PEM.
@@ -149,7 +148,7 @@ func TestManagedTLSWaitsForCertManager(t *testing.T) {
 	if err := k8sClient.Create(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
-	awaitCondition(ctx, t, cluster, etcdv1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, pki.ReasonCertManagerMissing)
+	awaitCondition(ctx, t, cluster, etcdv1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, etcdv1alpha1.ReasonCertManagerMissing)
 	pods := &corev1.PodList{}
 	if err := k8sClient.List(ctx, pods, client.InNamespace(cluster.Namespace)); err != nil {
 		t.Fatal(err)

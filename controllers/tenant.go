@@ -13,19 +13,6 @@ import (
 	"github.com/etcd-operator/etcd-operator/internal/builder"
 )
 
-// Reasons of an EtcdTenant's Ready condition.
-const (
-	reasonTenantReady     = "Ready"
-	reasonClusterNotFound = "ClusterNotFound"
-	reasonAuthOff         = "AuthDisabled"
-	reasonAuthPending     = "WaitingForAuth"
-	reasonNoIssuer        = "NoIssuer"
-	reasonPrefixOverlap   = "PrefixOverlap"
-	reasonTenantIssuing   = "Issuing"
-	reasonTenantEtcd      = "EtcdUnreachable"
-	reasonRevokeFailed    = "RevokeFailed"
-)
-
 // Keys of a tenant's connection Secret besides the kubernetes.io/tls and
 // basic-auth ones (tls.crt, tls.key, ca.crt, username, password).
 const (
@@ -38,23 +25,23 @@ const (
 // when nothing stands in the way. Every reason names what to do.
 func tenantBlocker(t *etcdv1alpha1.EtcdTenant, c *etcdv1alpha1.EtcdCluster, others []etcdv1alpha1.EtcdTenant) (reason, message string) {
 	if c == nil || !c.DeletionTimestamp.IsZero() {
-		return reasonClusterNotFound, fmt.Sprintf("EtcdCluster %s does not exist in namespace %s: create it, or fix spec.clusterName", t.Spec.ClusterName, t.Namespace)
+		return etcdv1alpha1.ReasonClusterNotFound, fmt.Sprintf("EtcdCluster %s does not exist in namespace %s: create it, or fix spec.clusterName", t.Spec.ClusterName, t.Namespace)
 	}
 	if other := overlappingTenant(t, others); other != nil {
-		return reasonPrefixOverlap, fmt.Sprintf("Prefix %s overlaps prefix %s of EtcdTenant %s, which came first on EtcdCluster %s: give this tenant a prefix neither starts the other", t.EffectivePrefix(), other.EffectivePrefix(), other.Name, c.Name)
+		return etcdv1alpha1.ReasonPrefixOverlap, fmt.Sprintf("Prefix %s overlaps prefix %s of EtcdTenant %s, which came first on EtcdCluster %s: give this tenant a prefix neither starts the other", t.EffectivePrefix(), other.EffectivePrefix(), other.Name, c.Name)
 	}
 	if !c.Spec.Security.AuthEnabled() {
-		return reasonAuthOff, fmt.Sprintf("EtcdCluster %s runs without etcd authentication, so any client could read every tenant's keys: set spec.security.enableAuth: true on it", c.Name)
+		return etcdv1alpha1.ReasonAuthDisabled, fmt.Sprintf("EtcdCluster %s runs without etcd authentication, so any client could read every tenant's keys: set spec.security.enableAuth: true on it", c.Name)
 	}
 	if c.Spec.Security.ClientCertAuth() && !c.Spec.Security.ManagedTLS() {
-		return reasonNoIssuer, fmt.Sprintf("EtcdCluster %s requires client certificates signed by the CA in Secret %s, which the operator cannot issue: use spec.security.tls.certManager on the cluster", c.Name, c.Spec.Security.TLS.ClientTrustedCASecret)
+		return etcdv1alpha1.ReasonNoIssuer, fmt.Sprintf("EtcdCluster %s requires client certificates signed by the CA in Secret %s, which the operator cannot issue: use spec.security.tls.certManager on the cluster", c.Name, c.Spec.Security.TLS.ClientTrustedCASecret)
 	}
 	if auth := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAuthentication); auth == nil || auth.Status != metav1.ConditionTrue {
 		why := "the operator has not turned it on yet"
 		if auth != nil {
 			why = auth.Message
 		}
-		return reasonAuthPending, fmt.Sprintf("Waiting for etcd authentication on EtcdCluster %s: %s", c.Name, why)
+		return etcdv1alpha1.ReasonWaitingForAuth, fmt.Sprintf("Waiting for etcd authentication on EtcdCluster %s: %s", c.Name, why)
 	}
 	return "", ""
 }

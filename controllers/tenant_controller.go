@@ -103,12 +103,12 @@ func (r *TenantReconciler) setUp(ctx context.Context, t *etcdv1alpha1.EtcdTenant
 	var cert *corev1.Secret
 	if c.Spec.Security.ManagedTLS() {
 		if !r.CertManager {
-			return tenantReady(t, metav1.ConditionFalse, reasonTenantIssuing, "The cert-manager API (cert-manager.io/v1) is not installed: install cert-manager, then restart the operator"), 0, nil
+			return tenantReady(t, metav1.ConditionFalse, etcdv1alpha1.ReasonIssuing, "The cert-manager API (cert-manager.io/v1) is not installed: install cert-manager, then restart the operator"), 0, nil
 		}
 		var waiting string
 		var err error
 		if cert, waiting, err = r.certificate(ctx, t, c); err != nil || waiting != "" {
-			return tenantReady(t, metav1.ConditionFalse, reasonTenantIssuing, waiting), 0, err
+			return tenantReady(t, metav1.ConditionFalse, etcdv1alpha1.ReasonIssuing, waiting), 0, err
 		}
 	}
 	var ca *corev1.Secret
@@ -143,11 +143,11 @@ func (r *TenantReconciler) setUp(ctx context.Context, t *etcdv1alpha1.EtcdTenant
 	}
 	ec, err := connectMembers(ctx, r.Client, r.NewEtcdClient, c)
 	if err != nil {
-		return tenantReady(t, metav1.ConditionFalse, reasonTenantEtcd, fmt.Sprintf("Cannot reach EtcdCluster %s to create the tenant's user and role: %v", c.Name, err)), authRecheck, nil
+		return tenantReady(t, metav1.ConditionFalse, etcdv1alpha1.ReasonEtcdUnreachable, fmt.Sprintf("Cannot reach EtcdCluster %s to create the tenant's user and role: %v", c.Name, err)), authRecheck, nil
 	}
 	defer func() { _ = ec.Close() }()
 	if err := ec.EnsureTenant(ctx, etcd.Tenant{User: t.UserName(), Prefix: t.EffectivePrefix(), Password: password}); err != nil {
-		return tenantReady(t, metav1.ConditionFalse, reasonTenantEtcd, fmt.Sprintf("Creating the tenant's user and role on EtcdCluster %s: %v", c.Name, err)), authRecheck, nil
+		return tenantReady(t, metav1.ConditionFalse, etcdv1alpha1.ReasonEtcdUnreachable, fmt.Sprintf("Creating the tenant's user and role on EtcdCluster %s: %v", c.Name, err)), authRecheck, nil
 	}
 	how := "a client certificate with CN " + t.UserName()
 	switch {
@@ -156,7 +156,7 @@ func (r *TenantReconciler) setUp(ctx context.Context, t *etcdv1alpha1.EtcdTenant
 	case password != "":
 		how = "user " + t.UserName() + " and its password"
 	}
-	return tenantReady(t, metav1.ConditionTrue, reasonTenantReady, fmt.Sprintf("Secret %s connects to EtcdCluster %s with %s; read and write are allowed under %s only", t.ConnectionSecretName(), c.Name, how, t.EffectivePrefix())), tenantResync, nil
+	return tenantReady(t, metav1.ConditionTrue, etcdv1alpha1.ReasonTenantReady, fmt.Sprintf("Secret %s connects to EtcdCluster %s with %s; read and write are allowed under %s only", t.ConnectionSecretName(), c.Name, how, t.EffectivePrefix())), tenantResync, nil
 }
 
 // certificate applies the tenant's Certificate and returns its Secret once
@@ -216,7 +216,7 @@ func (r *TenantReconciler) finalize(ctx context.Context, t *etcdv1alpha1.EtcdTen
 	if c != nil && c.DeletionTimestamp.IsZero() {
 		done, err := r.revoke(ctx, t, c)
 		if err != nil {
-			cond := tenantReady(t, metav1.ConditionFalse, reasonRevokeFailed, fmt.Sprintf("Cannot revoke the tenant on EtcdCluster %s yet: %v", c.Name, err))
+			cond := tenantReady(t, metav1.ConditionFalse, etcdv1alpha1.ReasonRevokeFailed, fmt.Sprintf("Cannot revoke the tenant on EtcdCluster %s yet: %v", c.Name, err))
 			if serr := r.writeStatus(ctx, t, cond); serr != nil {
 				return serr
 			}

@@ -49,7 +49,7 @@ func TestTenantLifecycle(t *testing.T) {
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
 			return err
 		}
-		meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: etcdv1alpha1.ConditionAuthentication, Status: metav1.ConditionTrue, Reason: reasonAuthEnabled, Message: "on"})
+		meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: etcdv1alpha1.ConditionAuthentication, Status: metav1.ConditionTrue, Reason: etcdv1alpha1.ReasonEnabled, Message: "on"})
 		return k8sClient.Status().Update(ctx, c)
 	})
 	tenantEtcd.Put("/a/x", "1")
@@ -59,7 +59,7 @@ func TestTenantLifecycle(t *testing.T) {
 	if err := k8sClient.Create(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	secret := awaitTenant(ctx, t, client.ObjectKeyFromObject(a), reasonTenantReady)
+	secret := awaitTenant(ctx, t, client.ObjectKeyFromObject(a), etcdv1alpha1.ReasonTenantReady)
 	got := tenantEtcd.Tenants()["tenant-a"]
 	if got.Prefix != "/a/" || got.Password == "" || got.Password != string(secret.Data[corev1.BasicAuthPasswordKey]) {
 		t.Errorf("etcd holds %+v; the Secret's password is %q", got, secret.Data[corev1.BasicAuthPasswordKey])
@@ -72,7 +72,7 @@ func TestTenantLifecycle(t *testing.T) {
 	if err := k8sClient.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	awaitTenant(ctx, t, client.ObjectKeyFromObject(b), reasonPrefixOverlap)
+	awaitTenant(ctx, t, client.ObjectKeyFromObject(b), etcdv1alpha1.ReasonPrefixOverlap)
 
 	// a's keys overlap b's prefix: deleting a keeps them while b exists.
 	if err := k8sClient.Delete(ctx, a); err != nil {
@@ -86,7 +86,7 @@ func TestTenantLifecycle(t *testing.T) {
 		t.Errorf("a's keys were deleted although b's prefix overlaps them: %v", keys)
 	}
 	// b is the only tenant left: it gets its prefix now.
-	awaitTenant(ctx, t, client.ObjectKeyFromObject(b), reasonTenantReady)
+	awaitTenant(ctx, t, client.ObjectKeyFromObject(b), etcdv1alpha1.ReasonTenantReady)
 	if err := k8sClient.Delete(ctx, b); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func awaitTenant(ctx context.Context, t *testing.T, key client.ObjectKey, reason
 		}
 		return nil
 	})
-	if reason != reasonTenantReady {
+	if reason != etcdv1alpha1.ReasonTenantReady {
 		return nil
 	}
 	s := &corev1.Secret{}

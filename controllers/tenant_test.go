@@ -39,18 +39,18 @@ func TestTenantBlocker(t *testing.T) {
 		says    string
 	}{
 		{"ready", a, authCluster(metav1.ConditionTrue, managed), nil, "", ""},
-		{"no cluster", a, nil, nil, reasonClusterNotFound, "EtcdCluster shared does not exist in namespace ns: create it, or fix spec.clusterName"},
-		{"auth off in the spec", a, authCluster("", &etcdv1alpha1.SecuritySpec{}), nil, reasonAuthOff, "set spec.security.enableAuth: true on it"},
-		{"auth not on yet", a, authCluster(metav1.ConditionFalse, managed), nil, reasonAuthPending, "Waiting for etcd authentication on EtcdCluster shared: etcd authentication is off"},
+		{"no cluster", a, nil, nil, etcdv1alpha1.ReasonClusterNotFound, "EtcdCluster shared does not exist in namespace ns: create it, or fix spec.clusterName"},
+		{"auth off in the spec", a, authCluster("", &etcdv1alpha1.SecuritySpec{}), nil, etcdv1alpha1.ReasonAuthDisabled, "set spec.security.enableAuth: true on it"},
+		{"auth not on yet", a, authCluster(metav1.ConditionFalse, managed), nil, etcdv1alpha1.ReasonWaitingForAuth, "Waiting for etcd authentication on EtcdCluster shared: etcd authentication is off"},
 		{"auth without TLS", a, authCluster(metav1.ConditionTrue, &etcdv1alpha1.SecuritySpec{EnableAuth: true}), nil, "", ""},
 		{
 			"user certificates without an issuer", a,
 			authCluster(metav1.ConditionTrue, &etcdv1alpha1.SecuritySpec{EnableAuth: true, TLS: &etcdv1alpha1.TLSSpec{ServerSecret: "s", ServerTrustedCASecret: "s-ca", ClientSecret: "c", ClientTrustedCASecret: "c-ca"}}),
-			nil, reasonNoIssuer, "signed by the CA in Secret c-ca, which the operator cannot issue",
+			nil, etcdv1alpha1.ReasonNoIssuer, "signed by the CA in Secret c-ca, which the operator cannot issue",
 		},
 		{
 			"prefix inside an older tenant's", tenant("b", "shared", "/a/b/", time.Hour), authCluster(metav1.ConditionTrue, managed),
-			[]etcdv1alpha1.EtcdTenant{a, tenant("b", "shared", "/a/b/", time.Hour)}, reasonPrefixOverlap, "Prefix /a/b/ overlaps prefix /a/ of EtcdTenant a",
+			[]etcdv1alpha1.EtcdTenant{a, tenant("b", "shared", "/a/b/", time.Hour)}, etcdv1alpha1.ReasonPrefixOverlap, "Prefix /a/b/ overlaps prefix /a/ of EtcdTenant a",
 		},
 		{
 			"the older tenant keeps its prefix", a, authCluster(metav1.ConditionTrue, managed),

@@ -253,9 +253,6 @@ func (r *ClusterReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 	return 0, fmt.Errorf("unknown step %s", a.kind)
 }
 
-// reasonClaimsNotExpandable: the claims cannot grow to the template's size.
-const reasonClaimsNotExpandable = "ClaimsNotExpandable"
-
 // growClaims grows the members' claims in place to the template's storage
 // request (the schema refuses shrinking). When the API server refuses (the
 // StorageClass does not allow expansion, say), it returns why: the claims
@@ -343,32 +340,32 @@ func topologyStatus(o observed, a action) statusPatch {
 		}
 	}
 	voters, _ := split(o.members)
-	initialized := metav1.Condition{Type: etcdv1alpha1.ConditionInitialized, Status: metav1.ConditionFalse, Reason: "Bootstrapping", Message: "The cluster has not formed yet", ObservedGeneration: c.Generation}
+	initialized := metav1.Condition{Type: etcdv1alpha1.ConditionInitialized, Status: metav1.ConditionFalse, Reason: etcdv1alpha1.ReasonBootstrapping, Message: "The cluster has not formed yet", ObservedGeneration: c.Generation}
 	switch {
 	case len(o.members) > 0:
-		initialized.Status, initialized.Reason, initialized.Message = metav1.ConditionTrue, "Formed", "The cluster has formed"
+		initialized.Status, initialized.Reason, initialized.Message = metav1.ConditionTrue, etcdv1alpha1.ReasonFormed, "The cluster has formed"
 	case len(o.pods) > 0:
-		initialized.Status, initialized.Reason, initialized.Message = metav1.ConditionUnknown, "Unreachable", fmt.Sprintf("No member answers: %v", o.etcdErr)
+		initialized.Status, initialized.Reason, initialized.Message = metav1.ConditionUnknown, etcdv1alpha1.ReasonUnreachable, fmt.Sprintf("No member answers: %v", o.etcdErr)
 	}
-	readyCond := metav1.Condition{Type: etcdv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "NotReady",
+	readyCond := metav1.Condition{Type: etcdv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: etcdv1alpha1.ReasonNotReady,
 		Message: fmt.Sprintf("%d of %d members are ready voters", ready, want), ObservedGeneration: c.Generation}
 	if o.members == nil {
-		readyCond.Reason, readyCond.Message = "Unreachable", fmt.Sprintf("No member answers: %v", o.etcdErr)
+		readyCond.Reason, readyCond.Message = etcdv1alpha1.ReasonUnreachable, fmt.Sprintf("No member answers: %v", o.etcdErr)
 	} else if ready == want && len(voters) == want && len(o.members) == want {
-		readyCond.Status, readyCond.Reason = metav1.ConditionTrue, "AllMembersReady"
+		readyCond.Status, readyCond.Reason = metav1.ConditionTrue, etcdv1alpha1.ReasonAllMembersReady
 	}
-	progressing := metav1.Condition{Type: etcdv1alpha1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: "Stable", Message: "Membership matches spec.replicas", ObservedGeneration: c.Generation}
+	progressing := metav1.Condition{Type: etcdv1alpha1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: etcdv1alpha1.ReasonStable, Message: "Membership matches spec.replicas", ObservedGeneration: c.Generation}
 	if a.kind != actNone {
 		progressing.Status, progressing.Reason, progressing.Message = metav1.ConditionTrue, string(a.kind), a.String()
 	}
 	if a.kind == actRefuse {
 		progressing.Status, progressing.Reason, progressing.Message = metav1.ConditionFalse, a.refusal, a.reason
-		if a.refusal != reasonUpgradeRefused {
+		if a.refusal != etcdv1alpha1.ReasonUpgradeRefused {
 			readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, a.refusal, a.reason
 		}
 	}
 	if c.IsPaused() {
-		progressing.Status, progressing.Reason = metav1.ConditionFalse, reasonPaused
+		progressing.Status, progressing.Reason = metav1.ConditionFalse, etcdv1alpha1.ReasonPaused
 		progressing.Message = "The operator changes nothing while the annotation " + etcdv1alpha1.AnnotationPaused + " is \"true\"; it would now: " + a.String()
 	}
 	updated, specHash := 0, builder.PodSpecHash(c)

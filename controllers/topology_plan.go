@@ -79,17 +79,6 @@ const (
 	actBlocked    actionKind = "Blocked"
 )
 
-// Reasons of the refusals, for the Ready and Progressing conditions.
-const (
-	// reasonClusterIDMismatch: members answer for different etcd clusters.
-	reasonClusterIDMismatch = "ClusterIDMismatch"
-	// reasonDataLost: every member and its data are gone.
-	reasonDataLost = "DataLost"
-	// reasonUpgradeRefused: the image's etcd version cannot replace the
-	// running one.
-	reasonUpgradeRefused = "UpgradeRefused"
-)
-
 // action is what plan decides: a kind, the member it concerns and why.
 type action struct {
 	kind   actionKind
@@ -135,7 +124,7 @@ func plan(o observed) action {
 		return planWithoutEtcd(o)
 	}
 	if eps := mismatchedEndpoints(o); len(eps) > 0 {
-		return action{kind: actRefuse, refusal: reasonClusterIDMismatch,
+		return action{kind: actRefuse, refusal: etcdv1alpha1.ReasonClusterIDMismatch,
 			reason: "members answer for different etcd clusters (" + strings.Join(eps, ", ") + "): the operator changes nothing until a person decides which members belong to this cluster"}
 	}
 	if a, refused := checkVersions(o); refused {
@@ -271,7 +260,7 @@ func checkVersions(o observed) (action, bool) {
 			continue
 		}
 		if err := etcd.CheckUpgrade(running, target); err != nil {
-			return action{kind: actRefuse, refusal: reasonUpgradeRefused, member: name, reason: fmt.Sprintf(
+			return action{kind: actRefuse, refusal: etcdv1alpha1.ReasonUpgradeRefused, member: name, reason: fmt.Sprintf(
 				"spec asks for %s, but member %s runs etcd %s: %v. Nothing changes until the image is one etcd supports after %s", image, name, running, err, running)}, true
 		}
 	}
@@ -412,7 +401,7 @@ func planWithoutEtcd(o observed) action {
 	}
 	if len(o.pods) == 0 && len(o.allClaims) == 0 {
 		if lost := c.Status.ClusterID; lost != "" && c.Annotations[etcdv1alpha1.AnnotationStartEmpty] != lost {
-			return action{kind: actRefuse, refusal: reasonDataLost, reason: fmt.Sprintf(
+			return action{kind: actRefuse, refusal: etcdv1alpha1.ReasonDataLost, reason: fmt.Sprintf(
 				"every member of etcd cluster %s is gone with its data (no Pods, no claims); the operator does not put an empty cluster in its place on its own. Restore from a backup into a new EtcdCluster, or annotate this one with %s=%s to start an empty cluster",
 				lost, etcdv1alpha1.AnnotationStartEmpty, lost)}
 		}

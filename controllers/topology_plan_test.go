@@ -180,7 +180,7 @@ func TestPlan(t *testing.T) {
 		{"scale down keeps the leader", world{replicas: 1, voters: []string{"a-0", "a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-1"}, actRemove, "a-0"},
 		{"a sick leader leaves after moving leadership", world{replicas: 2, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-1", sick: []string{"a-1"}}, actMoveLeader, "a-1"},
 		{"removed member's Pod (crash after remove)", world{replicas: 1, voters: []string{"a-0"}, pods: []string{"a-0", "a-1"}, leader: "a-0"}, actDeletePod, "a-1"},
-		{"members of two clusters: stop and say so", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", foreign: "a-2"}, actRefuse, reasonClusterIDMismatch},
+		{"members of two clusters: stop and say so", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", foreign: "a-2"}, actRefuse, etcdv1alpha1.ReasonClusterIDMismatch},
 		{"emptyDir member whose Pod was deleted: replace it", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0", sick: []string{"a-1"}}, actRemove, "a-1"},
 		{"a member that answers without a Pod in view: wait", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0"}, actWait, ""},
 		{"replacing would cost quorum: blocked", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0", sick: []string{"a-1", "a-2"}}, actBlocked, "a-1"},
@@ -196,7 +196,7 @@ func TestPlan(t *testing.T) {
 		{"replacing an unhealthy member would cost quorum: blocked", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", sick: []string{"a-1", "a-2"}, unready: []string{"a-1", "a-2"}}, actBlocked, "a-1"},
 		{"a removed member's Pod on a lost node is deleted at once", world{replicas: 3, voters: []string{"a-0", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", lost: []string{"a-1"}, deleting: []string{"a-1"}}, actDeletePod, "a-1"},
 		{"a removed member's Pod being deleted on a live node: its kubelet finishes", world{replicas: 3, voters: []string{"a-0", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", deleting: []string{"a-1"}}, actAddLearner, "a-3"},
-		{"every member and its data gone: refuse to start empty", world{replicas: 3, noEtcd: true, lostCluster: "1"}, actRefuse, reasonDataLost},
+		{"every member and its data gone: refuse to start empty", world{replicas: 3, noEtcd: true, lostCluster: "1"}, actRefuse, etcdv1alpha1.ReasonDataLost},
 		{"every member gone, start-empty annotation: found anew", world{replicas: 3, noEtcd: true, lostCluster: "1", startEmpty: true}, actCreateSeed, "a-0"},
 		{"roll: a follower first", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0", "a-1", "a-2"}}, actRoll, "a-1"},
 		{"roll: the leader last, after moving leadership", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0"}}, actMoveLeader, "a-0"},
@@ -209,8 +209,8 @@ func TestPlan(t *testing.T) {
 		{"roll: a lone emptyDir member would lose its data", world{replicas: 1, voters: []string{"a-0"}, pods: []string{"a-0"}, leader: "a-0", outdated: []string{"a-0"}}, actBlocked, "a-0"},
 		{"roll: a lone member with a claim", world{replicas: 1, voters: []string{"a-0"}, pods: []string{"a-0"}, claims: []string{"a-0"}, persistent: true, leader: "a-0", outdated: []string{"a-0"}}, actRoll, "a-0"},
 		{"upgrade 3.5 -> 3.6", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-1"}, runs: "3.5.21", image: "quay.io/coreos/etcd:v3.6.16"}, actRoll, "a-1"},
-		{"upgrade 3.5 -> 3.7 refused", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-1"}, runs: "3.5.21", image: "quay.io/coreos/etcd:v3.7.0"}, actRefuse, reasonUpgradeRefused},
-		{"downgrade refused, scale-up too", world{replicas: 5, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", runs: "3.6.16", image: "quay.io/coreos/etcd:v3.5.21"}, actRefuse, reasonUpgradeRefused},
+		{"upgrade 3.5 -> 3.7 refused", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-1"}, runs: "3.5.21", image: "quay.io/coreos/etcd:v3.7.0"}, actRefuse, etcdv1alpha1.ReasonUpgradeRefused},
+		{"downgrade refused, scale-up too", world{replicas: 5, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", runs: "3.6.16", image: "quay.io/coreos/etcd:v3.5.21"}, actRefuse, etcdv1alpha1.ReasonUpgradeRefused},
 		{"claim member whose Pod and claim were deleted: replace it", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0", sick: []string{"a-1"}}, actRemove, "a-1"},
 	}
 	for _, tt := range tests {

@@ -6,69 +6,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// Condition types of an EtcdCluster.
-const (
-	// ConditionInitialized is True once the cluster has bootstrapped: every
-	// founding member joined and the cluster has an etcd cluster ID.
-	ConditionInitialized = "Initialized"
-
-	// ConditionReady is True when every member is healthy and the cluster
-	// has as many members as spec.replicas.
-	ConditionReady = "Ready"
-
-	// ConditionProgressing is True while the operator changes the cluster;
-	// its reason names the step and its message what it waits for.
-	ConditionProgressing = "Progressing"
-
-	// ConditionQuorumAvailable is True while a quorum of voting members
-	// answers linearizable reads: the cluster serves writes.
-	ConditionQuorumAvailable = "QuorumAvailable"
-
-	// ConditionDegraded is True when a member is unhealthy, or members
-	// answer for different clusters; the message names them and why.
-	ConditionDegraded = "Degraded"
-
-	// ConditionAlarm is True while a member has raised an alarm (NOSPACE,
-	// CORRUPT); the reason names the alarms.
-	ConditionAlarm = "Alarm"
-
-	// ConditionAuthentication is True while etcd authentication is on, as
-	// spec.security.enableAuth asks.
-	ConditionAuthentication = "Authentication"
-
-	// ConditionMaintenance is True while the operator compacts and
-	// defragments the members' databases.
-	ConditionMaintenance = "Maintenance"
-
-	// ConditionCertificatesReady is True when every certificate the
-	// cluster's TLS settings call for is in its Secret and valid; its
-	// message names the nearest expiry, or what is missing. Only clusters
-	// with TLS have it, and their member Pods are created only while it is
-	// True.
-	ConditionCertificatesReady = "CertificatesReady"
-
-	// ConditionCATrusted is True when every member Pod was started with
-	// the CAs of the cluster's current trust bundle (old and new ones);
-	// while it is False members are being restarted to trust them, and a
-	// renewed CA of the operator's own signs nothing yet. Only clusters
-	// with TLS have it.
-	ConditionCATrusted = "CATrusted"
-
-	// ConditionConfigurationWarning is True when the spec is accepted but
-	// part of it is ignored or questionable; the message says what to change.
-	ConditionConfigurationWarning = "ConfigurationWarning"
-)
-
-// Condition reasons of an EtcdCluster.
-const (
-	// ReasonEmptyDirIgnored: both storage kinds are set and emptyDir is
-	// ignored in favour of volumeClaimTemplate.
-	ReasonEmptyDirIgnored = "EmptyDirIgnored"
-
-	// ReasonNoWarnings: nothing in the spec is ignored.
-	ReasonNoWarnings = "NoWarnings"
-)
-
 // DefaultReplicas is the number of members of a cluster that does not say.
 const DefaultReplicas int32 = 3
 

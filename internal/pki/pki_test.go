@@ -185,11 +185,11 @@ func TestCondition(t *testing.T) {
 	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Generation: 4}}
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	ok := Condition(c, "", nil, now.Add(72*time.Hour), now)
-	if ok.Status != metav1.ConditionTrue || ok.Reason != ReasonCertificatesReady || ok.ObservedGeneration != 4 || !strings.Contains(ok.Message, "nearest expires at 2030-01-04T00:00:00Z") {
+	if ok.Status != metav1.ConditionTrue || ok.Reason != etcdv1alpha1.ReasonCertificatesReady || ok.ObservedGeneration != 4 || !strings.Contains(ok.Message, "nearest expires at 2030-01-04T00:00:00Z") {
 		t.Errorf("ready: %+v", ok)
 	}
-	bad := Condition(c, ReasonSecretInvalid, []string{"Secret a does not exist", "Secret b has no tls.key"}, time.Time{}, now)
-	if bad.Status != metav1.ConditionFalse || bad.Reason != ReasonSecretInvalid || bad.Message != "Secret a does not exist; Secret b has no tls.key" {
+	bad := Condition(c, etcdv1alpha1.ReasonSecretInvalid, []string{"Secret a does not exist", "Secret b has no tls.key"}, time.Time{}, now)
+	if bad.Status != metav1.ConditionFalse || bad.Reason != etcdv1alpha1.ReasonSecretInvalid || bad.Message != "Secret a does not exist; Secret b has no tls.key" {
 		t.Errorf("not ready: %+v", bad)
 	}
 }

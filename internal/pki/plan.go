@@ -80,7 +80,7 @@ func PlanCertificates(o Observed) Plan {
 	var p Plan
 	if managed && !o.CertManager {
 		why := "The cert-manager API (cert-manager.io/v1) is not installed: install cert-manager, then restart the operator"
-		p.CertificatesReady, p.CATrusted = Condition(c, ReasonCertManagerMissing, []string{why}, time.Time{}, now), TrustUnknown(c, why)
+		p.CertificatesReady, p.CATrusted = Condition(c, etcdv1alpha1.ReasonCertManagerMissing, []string{why}, time.Time{}, now), TrustUnknown(c, why)
 		p.Recheck = CertManagerMissingRecheck
 		return p.warnOnChange(c)
 	}
@@ -98,7 +98,7 @@ func PlanCertificates(o Observed) Plan {
 	maps.Copy(secrets, o.Secrets)
 	bundle, err := p.gatherTrust(c, secrets, now)
 	if err != nil {
-		p.CertificatesReady, p.CATrusted = Condition(c, ReasonSecretInvalid, []string{err.Error()}, time.Time{}, now), TrustUnknown(c, err.Error())
+		p.CertificatesReady, p.CATrusted = Condition(c, etcdv1alpha1.ReasonSecretInvalid, []string{err.Error()}, time.Time{}, now), TrustUnknown(c, err.Error())
 		return p.warnOnChange(c)
 	}
 	hash := builder.TrustBundleHash(bundle)
@@ -117,7 +117,7 @@ func PlanCertificates(o Observed) Plan {
 
 	if managed {
 		if issuing := Issuing(c, o.Certificates); len(issuing) > 0 {
-			p.CertificatesReady = Condition(c, ReasonIssuing, issuing, time.Time{}, now)
+			p.CertificatesReady = Condition(c, etcdv1alpha1.ReasonIssuing, issuing, time.Time{}, now)
 			return p.warnOnChange(c)
 		}
 	}
@@ -135,7 +135,7 @@ func PlanCertificates(o Observed) Plan {
 		}
 	}
 	if len(problems) > 0 {
-		p.CertificatesReady = Condition(c, ReasonSecretInvalid, problems, time.Time{}, now)
+		p.CertificatesReady = Condition(c, etcdv1alpha1.ReasonSecretInvalid, problems, time.Time{}, now)
 		return p.warnOnChange(c)
 	}
 	p.CertificatesReady = Condition(c, "", nil, nearest, now)

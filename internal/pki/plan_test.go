@@ -174,15 +174,15 @@ func TestPlanCertificates(t *testing.T) {
 		wantRecheck time.Duration
 	}{
 		{name: "without cert-manager: nothing written, look again later", secrets: issued(), certs: ready(),
-			wantReason: ReasonCertManagerMissing, wantSays: "cert-manager.io/v1", wantRecheck: CertManagerMissingRecheck},
+			wantReason: etcdv1alpha1.ReasonCertManagerMissing, wantSays: "cert-manager.io/v1", wantRecheck: CertManagerMissingRecheck},
 		{name: "a new cluster: the objects, waiting for cert-manager", certManager: true,
-			wantReason: ReasonIssuing, wantSays: "Certificate e-ca is not issued yet (cert-manager has not looked at it yet)", wantWrites: 3 + 5 + 1},
+			wantReason: etcdv1alpha1.ReasonIssuing, wantSays: "Certificate e-ca is not issued yet (cert-manager has not looked at it yet)", wantWrites: 3 + 5 + 1},
 		{name: "a Certificate whose spec changes is not issued for it", certManager: true, secrets: issued(), certs: stale,
-			wantReason: ReasonIssuing, wantSays: "Certificate e-server-tls is not issued yet", wantWrites: 3 + 5},
+			wantReason: etcdv1alpha1.ReasonIssuing, wantSays: "Certificate e-server-tls is not issued yet", wantWrites: 3 + 5},
 		{name: "a CA Secret that holds no certificate", certManager: true, secrets: junk, certs: ready(),
-			wantReason: ReasonSecretInvalid, wantSays: "Secret e-ca: tls.crt", wantWrites: 3 + 5},
+			wantReason: etcdv1alpha1.ReasonSecretInvalid, wantSays: "Secret e-ca: tls.crt", wantWrites: 3 + 5},
 		{name: "all issued: ready until the nearest expiry", certManager: true, secrets: issued(), certs: ready(),
-			wantReason: ReasonCertificatesReady, wantSays: expires.UTC().Format(time.RFC3339), wantWrites: 3 + 5, wantRecheck: CertificatesRecheck},
+			wantReason: etcdv1alpha1.ReasonCertificatesReady, wantSays: expires.UTC().Format(time.RFC3339), wantWrites: 3 + 5, wantRecheck: CertificatesRecheck},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -198,7 +198,7 @@ func TestPlanCertificates(t *testing.T) {
 				t.Errorf("Recheck = %s, want %s", p.Recheck, tt.wantRecheck)
 			}
 			warned := len(p.Events) > 0 && p.Events[len(p.Events)-1].Type == corev1.EventTypeWarning
-			if warned != (tt.wantReason != ReasonCertificatesReady) {
+			if warned != (tt.wantReason != etcdv1alpha1.ReasonCertificatesReady) {
 				t.Errorf("warning event: %v, want %v", warned, !warned)
 			}
 		})

@@ -19,19 +19,6 @@ import (
 	"github.com/etcd-operator/etcd-operator/internal/builder"
 )
 
-// Reasons of the CertificatesReady condition.
-const (
-	// ReasonCertificatesReady: every certificate is in its Secret and valid.
-	ReasonCertificatesReady = "CertificatesReady"
-	// ReasonSecretInvalid: a Secret is missing, lacks a key or holds
-	// something that is not a valid certificate or key.
-	ReasonSecretInvalid = "SecretInvalid"
-	// ReasonIssuing: cert-manager has not issued every certificate yet.
-	ReasonIssuing = "Issuing"
-	// ReasonCertManagerMissing: the cert-manager API is not installed.
-	ReasonCertManagerMissing = "CertManagerMissing"
-)
-
 // Need is one Secret a cluster's TLS uses and the keys it must hold.
 type Need struct {
 	Secret string
@@ -141,7 +128,7 @@ func Condition(c *etcdv1alpha1.EtcdCluster, reason string, problems []string, ex
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, reason, strings.Join(problems, "; ")
 		return cond
 	}
-	cond.Status, cond.Reason = metav1.ConditionTrue, ReasonCertificatesReady
+	cond.Status, cond.Reason = metav1.ConditionTrue, etcdv1alpha1.ReasonCertificatesReady
 	cond.Message = fmt.Sprintf("Every certificate is valid; the nearest expires at %s (in %s)",
 		expiry.UTC().Format(time.RFC3339), expiry.Sub(now).Truncate(time.Hour))
 	return cond

@@ -31,19 +31,6 @@ import (
 // Leaves are renewed by the new CA on their own schedule, or at once when
 // asked (cmctl renew); clients holding the bundle trust old and new.
 
-// Reasons of the CATrusted condition.
-const (
-	// ReasonAllMembersTrust: every member Pod started with the current
-	// trust bundle.
-	ReasonAllMembersTrust = "AllMembersTrust"
-	// ReasonRollingOut: some member Pods started with an older bundle and
-	// are being restarted one at a time.
-	ReasonRollingOut = "RollingOut"
-	// ReasonTrustUnknown: the trust bundle cannot be gathered; the message
-	// says why.
-	ReasonTrustUnknown = "TrustUnknown"
-)
-
 // SigningSecretName is the Secret the operator's CA Issuer ca signs with:
 // a copy of the CA's own Secret, refreshed only once every member trusts
 // the CA it holds.
@@ -231,10 +218,10 @@ func SecretsOf(c *etcdv1alpha1.EtcdCluster) []string {
 // the operator's CAs keep signing with their old keys meanwhile (held).
 func TrustCondition(c *etcdv1alpha1.EtcdCluster, bundle map[string][]byte, trusting, all int, held []string) metav1.Condition {
 	name := builder.TrustBundleSecretName(c)
-	cond := metav1.Condition{Type: etcdv1alpha1.ConditionCATrusted, ObservedGeneration: c.Generation, Status: metav1.ConditionTrue, Reason: ReasonAllMembersTrust,
+	cond := metav1.Condition{Type: etcdv1alpha1.ConditionCATrusted, ObservedGeneration: c.Generation, Status: metav1.ConditionTrue, Reason: etcdv1alpha1.ReasonAllMembersTrust,
 		Message: fmt.Sprintf("All %d member Pods were started trusting the CAs of Secret %s (%s)", all, name, DescribeTrust(bundle))}
 	if trusting < all {
-		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonRollingOut
+		cond.Status, cond.Reason = metav1.ConditionFalse, etcdv1alpha1.ReasonRollingOut
 		cond.Message = fmt.Sprintf("%d of %d member Pods were started trusting the CAs of Secret %s (%s); the others are restarted one at a time (the Progressing condition says what the roll waits for)", trusting, all, name, DescribeTrust(bundle))
 		if len(held) > 0 {
 			cond.Message += "; the old keys of " + strings.Join(held, " and ") + " sign until every member trusts the new ones"
@@ -246,6 +233,6 @@ func TrustCondition(c *etcdv1alpha1.EtcdCluster, bundle map[string][]byte, trust
 // TrustUnknown is the CATrusted condition of a pass that could not gather
 // the trust bundle, and why.
 func TrustUnknown(c *etcdv1alpha1.EtcdCluster, why string) metav1.Condition {
-	return metav1.Condition{Type: etcdv1alpha1.ConditionCATrusted, ObservedGeneration: c.Generation, Status: metav1.ConditionUnknown, Reason: ReasonTrustUnknown,
+	return metav1.Condition{Type: etcdv1alpha1.ConditionCATrusted, ObservedGeneration: c.Generation, Status: metav1.ConditionUnknown, Reason: etcdv1alpha1.ReasonTrustUnknown,
 		Message: "The trust bundle " + builder.TrustBundleSecretName(c) + " cannot be gathered: " + why}
 }

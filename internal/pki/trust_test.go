@@ -149,12 +149,12 @@ func TestTrustCondition(t *testing.T) {
 	b, _ := selfSigned(t, time.Now().Add(2*time.Hour))
 	bundle := map[string][]byte{"ca.crt": append(append([]byte{}, a...), b...), "peer-ca.crt": a}
 	got := TrustCondition(c, bundle, 3, 3, nil)
-	if got.Status != metav1.ConditionTrue || got.Reason != ReasonAllMembersTrust || got.ObservedGeneration != 4 ||
+	if got.Status != metav1.ConditionTrue || got.Reason != etcdv1alpha1.ReasonAllMembersTrust || got.ObservedGeneration != 4 ||
 		got.Message != "All 3 member Pods were started trusting the CAs of Secret e-ca-bundle (2 server CAs, 1 peer CA)" {
 		t.Errorf("all trusting: %+v", got)
 	}
 	got = TrustCondition(c, bundle, 1, 3, []string{"e-ca", "e-peer-ca"})
-	if got.Status != metav1.ConditionFalse || got.Reason != ReasonRollingOut ||
+	if got.Status != metav1.ConditionFalse || got.Reason != etcdv1alpha1.ReasonRollingOut ||
 		got.Message != "1 of 3 member Pods were started trusting the CAs of Secret e-ca-bundle (2 server CAs, 1 peer CA); the others are restarted one at a time (the Progressing condition says what the roll waits for); the old keys of e-ca and e-peer-ca sign until every member trusts the new ones" {
 		t.Errorf("rolling out: %+v", got)
 	}
@@ -163,7 +163,7 @@ func TestTrustCondition(t *testing.T) {
 func TestTrustUnknown(t *testing.T) {
 	t.Parallel()
 	got := TrustUnknown(managed(etcdv1alpha1.CertManagerSpec{}), "Secret x: ca.crt: no PEM certificate")
-	if got.Status != metav1.ConditionUnknown || got.Reason != ReasonTrustUnknown || got.Message != "The trust bundle e-ca-bundle cannot be gathered: Secret x: ca.crt: no PEM certificate" {
+	if got.Status != metav1.ConditionUnknown || got.Reason != etcdv1alpha1.ReasonTrustUnknown || got.Message != "The trust bundle e-ca-bundle cannot be gathered: Secret x: ca.crt: no PEM certificate" {
 		t.Errorf("TrustUnknown = %+v", got)
 	}
 }

@@ -1,0 +1,172 @@
+package v1alpha1
+
+// Condition types of an EtcdCluster.
+const (
+	// ConditionInitialized is True once the cluster has bootstrapped: every
+	// founding member joined and the cluster has an etcd cluster ID.
+	ConditionInitialized = "Initialized"
+
+	// ConditionReady is True when every member is healthy and the cluster
+	// has as many members as spec.replicas.
+	ConditionReady = "Ready"
+
+	// ConditionProgressing is True while the operator changes the cluster;
+	// its reason names the step and its message what it waits for.
+	ConditionProgressing = "Progressing"
+
+	// ConditionQuorumAvailable is True while a quorum of voting members
+	// answers linearizable reads: the cluster serves writes.
+	ConditionQuorumAvailable = "QuorumAvailable"
+
+	// ConditionDegraded is True when a member is unhealthy, or members
+	// answer for different clusters; the message names them and why.
+	ConditionDegraded = "Degraded"
+
+	// ConditionAlarm is True while a member has raised an alarm (NOSPACE,
+	// CORRUPT); the reason names the alarms.
+	ConditionAlarm = "Alarm"
+
+	// ConditionAuthentication is True while etcd authentication is on, as
+	// spec.security.enableAuth asks.
+	ConditionAuthentication = "Authentication"
+
+	// ConditionMaintenance is True while the operator compacts and
+	// defragments the members' databases.
+	ConditionMaintenance = "Maintenance"
+
+	// ConditionCertificatesReady is True when every certificate the
+	// cluster's TLS settings call for is in its Secret and valid; its
+	// message names the nearest expiry, or what is missing. Only clusters
+	// with TLS have it, and their member Pods are created only while it is
+	// True.
+	ConditionCertificatesReady = "CertificatesReady"
+
+	// ConditionCATrusted is True when every member Pod was started with
+	// the CAs of the cluster's current trust bundle (old and new ones);
+	// while it is False members are being restarted to trust them, and a
+	// renewed CA of the operator's own signs nothing yet. Only clusters
+	// with TLS have it.
+	ConditionCATrusted = "CATrusted"
+
+	// ConditionConfigurationWarning is True when the spec is accepted but
+	// part of it is ignored or questionable; the message says what to change.
+	ConditionConfigurationWarning = "ConfigurationWarning"
+)
+
+// Condition reasons of an EtcdCluster, by condition. A reason shared by
+// several conditions is listed under the first.
+const (
+	// ReasonBootstrapping (Initialized): the cluster has not formed yet.
+	ReasonBootstrapping = "Bootstrapping"
+	// ReasonFormed (Initialized): the cluster has formed.
+	ReasonFormed = "Formed"
+	// ReasonUnreachable (Initialized, Ready, QuorumAvailable, Degraded,
+	// Alarm, Authentication): no member answers; the message says why.
+	ReasonUnreachable = "Unreachable"
+
+	// ReasonAllMembersReady (Ready): every member is a ready voter.
+	ReasonAllMembersReady = "AllMembersReady"
+	// ReasonNotReady (Ready): some members are not ready voters.
+	ReasonNotReady = "NotReady"
+	// ReasonClusterIDMismatch (Ready, Progressing): members answer for
+	// different etcd clusters.
+	ReasonClusterIDMismatch = "ClusterIDMismatch"
+	// ReasonDataLost (Ready, Progressing): every member and its data are
+	// gone.
+	ReasonDataLost = "DataLost"
+
+	// ReasonStable (Progressing): membership matches spec.replicas. While
+	// the operator changes the cluster, the reason names its step.
+	ReasonStable = "Stable"
+	// ReasonPaused (Progressing, Maintenance): the annotation
+	// AnnotationPaused stops the operator.
+	ReasonPaused = "Paused"
+	// ReasonUpgradeRefused (Progressing): the image's etcd version cannot
+	// replace the running one.
+	ReasonUpgradeRefused = "UpgradeRefused"
+
+	// ReasonQuorumHealthy (QuorumAvailable): a quorum of voters answers.
+	ReasonQuorumHealthy = "QuorumHealthy"
+	// ReasonQuorumLost (QuorumAvailable): fewer voters than a quorum
+	// answer.
+	ReasonQuorumLost = "QuorumLost"
+
+	// ReasonAllMembersHealthy (Degraded): every member is healthy.
+	ReasonAllMembersHealthy = "AllMembersHealthy"
+	// ReasonMembersUnhealthy (Degraded): the message names the unhealthy
+	// members.
+	ReasonMembersUnhealthy = "MembersUnhealthy"
+
+	// ReasonNoAlarms (Alarm): no member raised an alarm. While one is
+	// raised, the reason names the alarms.
+	ReasonNoAlarms = "NoAlarms"
+	// ReasonAlarmsUnknown (Alarm): the alarms could not be listed.
+	ReasonAlarmsUnknown = "AlarmsUnknown"
+
+	// ReasonIdle (Maintenance): nothing to compact or defragment. While
+	// the operator does, the reason names the step.
+	ReasonIdle = "Idle"
+	// ReasonDisabled (Maintenance, Authentication): the spec turns it off.
+	ReasonDisabled = "Disabled"
+
+	// ReasonEnabled (Authentication): etcd authentication is on.
+	ReasonEnabled = "Enabled"
+	// ReasonNotFormed (Authentication): the cluster has not formed yet.
+	ReasonNotFormed = "NotFormed"
+
+	// ReasonCertificatesReady (CertificatesReady): every certificate is in
+	// its Secret and valid.
+	ReasonCertificatesReady = "CertificatesReady"
+	// ReasonSecretInvalid (CertificatesReady): a Secret is missing, lacks
+	// a key or holds something that is not a valid certificate or key.
+	ReasonSecretInvalid = "SecretInvalid"
+	// ReasonIssuing (CertificatesReady, and an EtcdTenant's Ready):
+	// cert-manager has not issued every certificate yet.
+	ReasonIssuing = "Issuing"
+	// ReasonCertManagerMissing (CertificatesReady): the cert-manager API is
+	// not installed.
+	ReasonCertManagerMissing = "CertManagerMissing"
+
+	// ReasonAllMembersTrust (CATrusted): every member Pod started with the
+	// current trust bundle.
+	ReasonAllMembersTrust = "AllMembersTrust"
+	// ReasonRollingOut (CATrusted): some member Pods started with an older
+	// bundle and are being restarted one at a time.
+	ReasonRollingOut = "RollingOut"
+	// ReasonTrustUnknown (CATrusted): the trust bundle cannot be gathered;
+	// the message says why.
+	ReasonTrustUnknown = "TrustUnknown"
+
+	// ReasonNoWarnings (ConfigurationWarning): nothing in the spec is
+	// ignored.
+	ReasonNoWarnings = "NoWarnings"
+	// ReasonEmptyDirIgnored (ConfigurationWarning): both storage kinds are
+	// set and emptyDir is ignored in favour of volumeClaimTemplate.
+	ReasonEmptyDirIgnored = "EmptyDirIgnored"
+	// ReasonClaimsNotExpandable (ConfigurationWarning): the claims cannot
+	// grow to the template's size.
+	ReasonClaimsNotExpandable = "ClaimsNotExpandable"
+)
+
+// Reasons of an EtcdTenant's Ready condition (and ReasonIssuing).
+const (
+	// ReasonTenantReady: the tenant's user, role and connection Secret are
+	// in place.
+	ReasonTenantReady = "Ready"
+	// ReasonClusterNotFound: the tenant's cluster does not exist.
+	ReasonClusterNotFound = "ClusterNotFound"
+	// ReasonAuthDisabled: the cluster does not enable authentication.
+	ReasonAuthDisabled = "AuthDisabled"
+	// ReasonWaitingForAuth: the cluster has not turned authentication on
+	// yet.
+	ReasonWaitingForAuth = "WaitingForAuth"
+	// ReasonNoIssuer: the cluster has no issuer for client certificates.
+	ReasonNoIssuer = "NoIssuer"
+	// ReasonPrefixOverlap: the tenant's key prefix overlaps another
+	// tenant's.
+	ReasonPrefixOverlap = "PrefixOverlap"
+	// ReasonEtcdUnreachable: the cluster's members do not answer.
+	ReasonEtcdUnreachable = "EtcdUnreachable"
+	// ReasonRevokeFailed: the tenant's user could not be removed from etcd.
+	ReasonRevokeFailed = "RevokeFailed"
+)
