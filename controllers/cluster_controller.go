@@ -60,20 +60,17 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 		return ctrl.Result{}, nil
 	}
 
-	warning := conditions.ConfigurationWarning(cluster)
-	if warning.Status == metav1.ConditionTrue && !meta.IsStatusConditionPresentAndEqual(cluster.Status.Conditions, warning.Type, warning.Status) {
-		r.event(cluster, "Warning", warning.Reason, "%s", warning.Message)
+	if w := conditions.ConfigurationWarning(cluster, ""); w.Status == metav1.ConditionTrue && !meta.IsStatusConditionPresentAndEqual(cluster.Status.Conditions, w.Type, w.Status) {
+		r.event(cluster, corev1.EventTypeWarning, w.Reason, "%s", w.Message)
 	}
+	// claimsRefused is why the claims cannot grow, for ConfigurationWarning.
+	var claimsRefused string
 	if !cluster.IsPaused() {
 		if err := r.reconcileChildren(ctx, cluster); err != nil {
 			return ctrl.Result{}, err
 		}
-		refused, err := r.growClaims(ctx, cluster)
-		if err != nil {
+		if claimsRefused, err = r.growClaims(ctx, cluster); err != nil {
 			return ctrl.Result{}, err
-		}
-		if refused != "" && warning.Status != metav1.ConditionTrue {
-			warning.Status, warning.Reason, warning.Message = metav1.ConditionTrue, etcdv1alpha1.ReasonClaimsNotExpandable, refused
 		}
 	}
 	observed, err := r.observe(ctx, cluster)
@@ -82,7 +79,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 	}
 	step := certificatesWait(observed, plan(observed))
 	status := topologyStatus(observed, step)
-	status.conditions = append(status.conditions, warning)
+	status.conditions = append(status.conditions, conditions.ConfigurationWarning(cluster, claimsRefused))
 	if err := applyStatus(ctx, r.Client, cluster, ClusterFieldManager, status); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -332,42 +332,7 @@ func (r *ClusterReconciler) event(c *etcdv1alpha1.EtcdCluster, eventType, reason
 // decided. status.members is the health reconciler's.
 func topologyStatus(o observed, a action) statusPatch {
 	c := o.cluster
-	want := int(c.DesiredReplicas())
-	ready := 0
-	for _, m := range o.members {
-		if o.healthy[m.ID] && !m.IsLearner {
-			ready++
-		}
-	}
-	voters, _ := split(o.members)
-	initialized := metav1.Condition{Type: etcdv1alpha1.ConditionInitialized, Status: metav1.ConditionFalse, Reason: etcdv1alpha1.ReasonBootstrapping, Message: "The cluster has not formed yet", ObservedGeneration: c.Generation}
-	switch {
-	case len(o.members) > 0:
-		initialized.Status, initialized.Reason, initialized.Message = metav1.ConditionTrue, etcdv1alpha1.ReasonFormed, "The cluster has formed"
-	case len(o.pods) > 0:
-		initialized.Status, initialized.Reason, initialized.Message = metav1.ConditionUnknown, etcdv1alpha1.ReasonUnreachable, fmt.Sprintf("No member answers: %v", o.etcdErr)
-	}
-	readyCond := metav1.Condition{Type: etcdv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: etcdv1alpha1.ReasonNotReady,
-		Message: fmt.Sprintf("%d of %d members are ready voters", ready, want), ObservedGeneration: c.Generation}
-	if o.members == nil {
-		readyCond.Reason, readyCond.Message = etcdv1alpha1.ReasonUnreachable, fmt.Sprintf("No member answers: %v", o.etcdErr)
-	} else if ready == want && len(voters) == want && len(o.members) == want {
-		readyCond.Status, readyCond.Reason = metav1.ConditionTrue, etcdv1alpha1.ReasonAllMembersReady
-	}
-	progressing := metav1.Condition{Type: etcdv1alpha1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: etcdv1alpha1.ReasonStable, Message: "Membership matches spec.replicas", ObservedGeneration: c.Generation}
-	if a.kind != actNone {
-		progressing.Status, progressing.Reason, progressing.Message = metav1.ConditionTrue, string(a.kind), a.String()
-	}
-	if a.kind == actRefuse {
-		progressing.Status, progressing.Reason, progressing.Message = metav1.ConditionFalse, a.refusal, a.reason
-		if a.refusal != etcdv1alpha1.ReasonUpgradeRefused {
-			readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionFalse, a.refusal, a.reason
-		}
-	}
-	if c.IsPaused() {
-		progressing.Status, progressing.Reason = metav1.ConditionFalse, etcdv1alpha1.ReasonPaused
-		progressing.Message = "The operator changes nothing while the annotation " + etcdv1alpha1.AnnotationPaused + " is \"true\"; it would now: " + a.String()
-	}
+	ready := readyVoters(o)
 	updated, specHash := 0, builder.PodSpecHash(c)
 	for _, p := range o.pods {
 		if !o.outdated(p, specHash) {
@@ -390,5 +355,67 @@ func topologyStatus(o observed, a action) statusPatch {
 	if o.version != "" {
 		fields["version"] = o.version
 	}
-	return statusPatch{conditions: []metav1.Condition{initialized, readyCond, progressing}, fields: fields}
+	return statusPatch{conditions: []metav1.Condition{initializedCondition(o), readyCondition(o, a), progressingCondition(o, a)}, fields: fields}
+}
+
+// readyVoters counts the voters that answered a linearizable read.
+func readyVoters(o observed) int {
+	ready := 0
+	for _, m := range o.members {
+		if o.healthy[m.ID] && !m.IsLearner {
+			ready++
+		}
+	}
+	return ready
+}
+
+// initializedCondition is True once etcd lists members: the cluster has
+// formed.
+func initializedCondition(o observed) metav1.Condition {
+	cond := metav1.Condition{Type: etcdv1alpha1.ConditionInitialized, Status: metav1.ConditionFalse, Reason: etcdv1alpha1.ReasonBootstrapping, Message: "The cluster has not formed yet", ObservedGeneration: o.cluster.Generation}
+	switch {
+	case len(o.members) > 0:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, etcdv1alpha1.ReasonFormed, "The cluster has formed"
+	case len(o.pods) > 0:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, etcdv1alpha1.ReasonUnreachable, fmt.Sprintf("No member answers: %v", o.etcdErr)
+	}
+	return cond
+}
+
+// readyCondition is True when the cluster has as many members as it
+// wants, all ready voters; a refusal other than an upgrade's makes it
+// False with the refusal's reason.
+func readyCondition(o observed, a action) metav1.Condition {
+	c := o.cluster
+	want, ready := int(c.DesiredReplicas()), readyVoters(o)
+	voters, _ := split(o.members)
+	cond := metav1.Condition{Type: etcdv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: etcdv1alpha1.ReasonNotReady,
+		Message: fmt.Sprintf("%d of %d members are ready voters", ready, want), ObservedGeneration: c.Generation}
+	if o.members == nil {
+		cond.Reason, cond.Message = etcdv1alpha1.ReasonUnreachable, fmt.Sprintf("No member answers: %v", o.etcdErr)
+	} else if ready == want && len(voters) == want && len(o.members) == want {
+		cond.Status, cond.Reason = metav1.ConditionTrue, etcdv1alpha1.ReasonAllMembersReady
+	}
+	if a.kind == actRefuse && a.refusal != etcdv1alpha1.ReasonUpgradeRefused {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, a.refusal, a.reason
+	}
+	return cond
+}
+
+// progressingCondition is True while the pass takes a step, with the
+// step's kind as reason; False when stable, refused or paused.
+func progressingCondition(o observed, a action) metav1.Condition {
+	c := o.cluster
+	cond := metav1.Condition{Type: etcdv1alpha1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: etcdv1alpha1.ReasonStable, Message: "Membership matches spec.replicas", ObservedGeneration: c.Generation}
+	if a.kind != actNone {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, string(a.kind), a.String()
+	}
+	if a.kind == actRefuse {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, a.refusal, a.reason
+	}
+	if c.IsPaused() {
+		cond.Status, cond.Reason = metav1.ConditionFalse, etcdv1alpha1.ReasonPaused
+		cond.Message = "The operator changes nothing while the annotation " + etcdv1alpha1.AnnotationPaused + " is \"true\"; it would now: " + a.String()
+	}
+	return cond
 }

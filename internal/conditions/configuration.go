@@ -11,8 +11,10 @@ import (
 
 // ConfigurationWarning tells the user about parts of an accepted spec that
 // the operator ignores. The schema rejects what is wrong; this condition is
-// for what is allowed but probably not meant.
-func ConfigurationWarning(cluster *etcdv1alpha1.EtcdCluster) metav1.Condition {
+// for what is allowed but probably not meant. claimsRefused is why the
+// members' claims could not grow to the template's size ("" when they
+// could); it is reported unless the spec itself warns.
+func ConfigurationWarning(cluster *etcdv1alpha1.EtcdCluster, claimsRefused string) metav1.Condition {
 	c := metav1.Condition{
 		Type:               etcdv1alpha1.ConditionConfigurationWarning,
 		Status:             metav1.ConditionFalse,
@@ -20,10 +22,13 @@ func ConfigurationWarning(cluster *etcdv1alpha1.EtcdCluster) metav1.Condition {
 		Message:            "Every field of the spec is in use",
 		ObservedGeneration: cluster.Generation,
 	}
-	if cluster.Spec.Storage.EmptyDirIgnored() {
+	switch {
+	case cluster.Spec.Storage.EmptyDirIgnored():
 		c.Status = metav1.ConditionTrue
 		c.Reason = etcdv1alpha1.ReasonEmptyDirIgnored
 		c.Message = "spec.storage sets both emptyDir and volumeClaimTemplate: members use volumeClaimTemplate and emptyDir is ignored; remove spec.storage.emptyDir to silence this warning"
+	case claimsRefused != "":
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, etcdv1alpha1.ReasonClaimsNotExpandable, claimsRefused
 	}
 	return c
 }
