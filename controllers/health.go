@@ -98,8 +98,8 @@ func assess(c *etcdv1alpha1.EtcdCluster, p probe, now time.Time) healthReport {
 		}
 		return r
 	}
-	r.quorum = healthyVoters >= int(etcdv1alpha1.Quorum(int32(voters)))
-	quorumMsg := fmt.Sprintf("%d of %d voting members answer linearizable reads; %d needed", healthyVoters, voters, etcdv1alpha1.Quorum(int32(voters)))
+	r.quorum = healthyVoters >= etcdv1alpha1.Quorum(voters)
+	quorumMsg := fmt.Sprintf("%d of %d voting members answer linearizable reads; %d needed", healthyVoters, voters, etcdv1alpha1.Quorum(voters))
 	if r.quorum {
 		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionQuorumAvailable, true, etcdv1alpha1.ReasonQuorumHealthy, quorumMsg))
 	} else {

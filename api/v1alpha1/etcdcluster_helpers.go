@@ -100,9 +100,11 @@ func (c *EtcdCluster) MinDefragmentationSize() int64 {
 	return DefaultMinDefragmentationSize
 }
 
-// Quorum is the number of members that must agree for a cluster of n
-// members to make progress.
-func Quorum(n int32) int32 {
+// Quorum is the number of voting members that must agree for a cluster of
+// n voting members to make progress. It is the one definition: the default
+// disruption budget, the health conditions and the membership safety rules
+// of internal/etcd all use it.
+func Quorum[N ~int | ~int32](n N) N {
 	return n/2 + 1
 }
 

@@ -29,7 +29,7 @@ func TestDesiredReplicas(t *testing.T) {
 
 func TestQuorum(t *testing.T) {
 	t.Parallel()
-	for n, want := range map[int32]int32{1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 7: 4, 9: 5} {
+	for n, want := range map[int32]int32{0: 1, 1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 4, 9: 5} {
 		if got := Quorum(n); got != want {
 			t.Errorf("Quorum(%d) = %d, want %d", n, got, want)
 		}

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 )
 
 // The membership safety rules. They are pure functions of what a reconciler
@@ -11,12 +13,6 @@ import (
 // ID missing from healthy counts as unhealthy, so that a member nobody could
 // probe is never counted towards a quorum. Errors explain the refusal in a
 // sentence fit for a condition message or an event.
-
-// Quorum is the number of voting members that must agree for a cluster of
-// voters voting members to make progress.
-func Quorum(voters int) int {
-	return voters/2 + 1
-}
 
 // CanRemove refuses to remove member id when that could cost the cluster its
 // quorum or overlap with another membership change:
@@ -45,17 +41,17 @@ func CanRemove(members []Member, healthy map[uint64]bool, id uint64) error {
 	if voters == 1 {
 		return fmt.Errorf("member %s is the last voting member", describe(target))
 	}
-	if healthyVoters < Quorum(voters) {
+	if healthyVoters < etcdv1alpha1.Quorum(voters) {
 		return fmt.Errorf("only %d of %d voting members are healthy and quorum is %d: the cluster cannot commit a removal",
-			healthyVoters, voters, Quorum(voters))
+			healthyVoters, voters, etcdv1alpha1.Quorum(voters))
 	}
 	remaining, healthyRemaining := voters-1, healthyVoters
 	if healthy[id] {
 		healthyRemaining--
 	}
-	if healthyRemaining < Quorum(remaining) {
+	if healthyRemaining < etcdv1alpha1.Quorum(remaining) {
 		return fmt.Errorf("removing member %s would leave %d healthy of %d voting members, below the quorum of %d",
-			describe(target), healthyRemaining, remaining, Quorum(remaining))
+			describe(target), healthyRemaining, remaining, etcdv1alpha1.Quorum(remaining))
 	}
 	return nil
 }
@@ -72,9 +68,9 @@ func CanAdd(members []Member, healthy map[uint64]bool) error {
 	if voters == 0 {
 		return fmt.Errorf("the cluster has no voting members")
 	}
-	if healthyVoters < Quorum(voters) {
+	if healthyVoters < etcdv1alpha1.Quorum(voters) {
 		return fmt.Errorf("only %d of %d voting members are healthy and quorum is %d: the cluster cannot commit an addition",
-			healthyVoters, voters, Quorum(voters))
+			healthyVoters, voters, etcdv1alpha1.Quorum(voters))
 	}
 	return nil
 }

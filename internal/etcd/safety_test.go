@@ -30,15 +30,6 @@ func checkErr(t *testing.T, err error, want string) {
 	}
 }
 
-func TestQuorum(t *testing.T) {
-	t.Parallel()
-	for voters, want := range map[int]int{0: 1, 1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 4} {
-		if got := Quorum(voters); got != want {
-			t.Errorf("Quorum(%d) = %d, want %d", voters, got, want)
-		}
-	}
-}
-
 func TestCanRemove(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
