@@ -105,7 +105,7 @@ func (r *PKIReconciler) ensureRootPassword(ctx context.Context, c *etcdv1alpha1.
 		return "", err
 	}
 	s = &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: builder.ClusterLabels(c), OwnerReferences: []metav1.OwnerReference{builder.OwnerReference(c)}},
+		ObjectMeta: builder.ObjectMeta(c, key.Name, etcdv1alpha1.EmbeddedObjectMetadata{}),
 		Type:       corev1.SecretTypeBasicAuth,
 		Data:       map[string][]byte{corev1.BasicAuthUsernameKey: []byte(etcd.RootUser), corev1.BasicAuthPasswordKey: []byte(password)},
 	}

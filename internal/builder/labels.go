@@ -1,9 +1,13 @@
-// Package builder computes the objects an EtcdCluster should have: its
-// Services, its PodDisruptionBudget and the names, labels and ports they
-// share. Every function here is a pure function of the cluster: no client,
-// no I/O, and the objects it returns share no memory with the cluster, so a
-// caller may change them freely. Reconcilers apply what these functions
-// return.
+// Package builder computes the objects an EtcdCluster's members need: the
+// member Pods, their claims, URLs and spec hash (pod.go), the Services
+// (service.go), the PodDisruptionBudget (pdb.go), the members' TLS
+// volumes and flags, the Secrets they read and the trust bundle hash
+// (tls.go), and the names, labels, ports and object metadata they share
+// (labels.go). Every function here is a pure
+// function of the cluster: no client, no I/O, and the objects it returns
+// share no memory with the cluster, so a caller may change them freely.
+// Reconcilers apply what these functions return; the cert-manager objects
+// are built in internal/pki.
 package builder
 
 import (
@@ -93,10 +97,10 @@ func OwnerReference(c *etcdv1alpha1.EtcdCluster) metav1.OwnerReference {
 	}
 }
 
-// objectMeta is the metadata of the object called name of cluster c: in the
+// ObjectMeta is the metadata of the object called name of cluster c: in the
 // cluster's namespace, owned by it, with the template's labels and
 // annotations. Our labels win over the template's.
-func objectMeta(c *etcdv1alpha1.EtcdCluster, name string, template etcdv1alpha1.EmbeddedObjectMetadata) metav1.ObjectMeta {
+func ObjectMeta(c *etcdv1alpha1.EtcdCluster, name string, template etcdv1alpha1.EmbeddedObjectMetadata) metav1.ObjectMeta {
 	labels := maps.Clone(template.Labels)
 	if labels == nil {
 		labels = map[string]string{}

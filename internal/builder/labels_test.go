@@ -149,7 +149,7 @@ func TestObjectMeta(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			checkEqual(t, objectMeta(newCluster("a").obj(), "obj", tt.template), tt.want)
+			checkEqual(t, ObjectMeta(newCluster("a").obj(), "obj", tt.template), tt.want)
 		})
 	}
 }

@@ -22,7 +22,7 @@ func PodDisruptionBudget(c *etcdv1alpha1.EtcdCluster) *policyv1.PodDisruptionBud
 	minAvailable, maxUnavailable := t.DisruptionBudget(c.DesiredReplicas())
 	return &policyv1.PodDisruptionBudget{
 		TypeMeta:   metav1.TypeMeta{APIVersion: policyv1.SchemeGroupVersion.String(), Kind: "PodDisruptionBudget"},
-		ObjectMeta: objectMeta(c, c.Name, t.EmbeddedObjectMetadata),
+		ObjectMeta: ObjectMeta(c, c.Name, t.EmbeddedObjectMetadata),
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			Selector:       &metav1.LabelSelector{MatchLabels: MemberSelectorLabels(c)},
 			MinAvailable:   minAvailable,

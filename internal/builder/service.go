@@ -23,7 +23,7 @@ func HeadlessService(c *etcdv1alpha1.EtcdCluster) *corev1.Service {
 	}
 	return &corev1.Service{
 		TypeMeta:   serviceTypeMeta,
-		ObjectMeta: objectMeta(c, HeadlessServiceName(c), template),
+		ObjectMeta: ObjectMeta(c, HeadlessServiceName(c), template),
 		Spec: corev1.ServiceSpec{
 			Type:                     corev1.ServiceTypeClusterIP,
 			ClusterIP:                corev1.ClusterIPNone,
@@ -68,7 +68,7 @@ func ClientService(c *etcdv1alpha1.EtcdCluster) *corev1.Service {
 	spec.Ports = mergePorts([]corev1.ServicePort{servicePort(ClientPortName, ClientPort)}, spec.Ports)
 	return &corev1.Service{
 		TypeMeta:   serviceTypeMeta,
-		ObjectMeta: objectMeta(c, ClientServiceName(c), template),
+		ObjectMeta: ObjectMeta(c, ClientServiceName(c), template),
 		Spec:       spec,
 	}
 }

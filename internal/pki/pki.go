@@ -81,15 +81,6 @@ func OwnCAs(c *etcdv1alpha1.EtcdCluster) []string {
 	return cas
 }
 
-func objectMeta(c *etcdv1alpha1.EtcdCluster, name string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{
-		Name:            name,
-		Namespace:       c.Namespace,
-		Labels:          builder.ClusterLabels(c),
-		OwnerReferences: []metav1.OwnerReference{builder.OwnerReference(c)},
-	}
-}
-
 // Issuers are the Issuers of a cluster in operator-managed mode: the
 // self-signed bootstrap Issuer and a CA Issuer per CA the operator
 // creates; none when the user names every issuer.
@@ -99,12 +90,12 @@ func Issuers(c *etcdv1alpha1.EtcdCluster) []*cmapi.Issuer {
 		return nil
 	}
 	issuers := []*cmapi.Issuer{{
-		ObjectMeta: objectMeta(c, SelfSignedIssuerName(c)),
+		ObjectMeta: builder.ObjectMeta(c, SelfSignedIssuerName(c), etcdv1alpha1.EmbeddedObjectMetadata{}),
 		Spec:       cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{SelfSigned: &cmapi.SelfSignedIssuer{}}},
 	}}
 	for _, ca := range cas {
 		issuers = append(issuers, &cmapi.Issuer{
-			ObjectMeta: objectMeta(c, ca),
+			ObjectMeta: builder.ObjectMeta(c, ca, etcdv1alpha1.EmbeddedObjectMetadata{}),
 			Spec:       cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{CA: &cmapi.CAIssuer{SecretName: SigningSecretName(ca)}}},
 		})
 	}
@@ -118,7 +109,7 @@ func Certificates(c *etcdv1alpha1.EtcdCluster) []*cmapi.Certificate {
 	var certs []*cmapi.Certificate
 	for _, ca := range OwnCAs(c) {
 		certs = append(certs, &cmapi.Certificate{
-			ObjectMeta: objectMeta(c, ca),
+			ObjectMeta: builder.ObjectMeta(c, ca, etcdv1alpha1.EmbeddedObjectMetadata{}),
 			Spec: cmapi.CertificateSpec{
 				IsCA:           true,
 				CommonName:     fmt.Sprintf("%s.%s etcd %s", c.Name, c.Namespace, caRole(c, ca)),
@@ -132,7 +123,7 @@ func Certificates(c *etcdv1alpha1.EtcdCluster) []*cmapi.Certificate {
 	}
 	leaf := func(name, cn string, dns []string, ips []string, issuer cmmeta.IssuerReference, usages ...cmapi.KeyUsage) *cmapi.Certificate {
 		return &cmapi.Certificate{
-			ObjectMeta: objectMeta(c, name),
+			ObjectMeta: builder.ObjectMeta(c, name, etcdv1alpha1.EmbeddedObjectMetadata{}),
 			Spec: cmapi.CertificateSpec{
 				CommonName:     cn,
 				DNSNames:       dns,

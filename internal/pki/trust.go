@@ -154,7 +154,7 @@ func Trusts(c *etcdv1alpha1.EtcdCluster, bundle map[string][]byte, ca string, ca
 // TrustBundleSecret is the trust bundle Secret of cluster c holding data.
 func TrustBundleSecret(c *etcdv1alpha1.EtcdCluster, data map[string][]byte) *corev1.Secret {
 	return &corev1.Secret{
-		ObjectMeta: objectMeta(c, builder.TrustBundleSecretName(c)),
+		ObjectMeta: builder.ObjectMeta(c, builder.TrustBundleSecretName(c), etcdv1alpha1.EmbeddedObjectMetadata{}),
 		Type:       corev1.SecretTypeOpaque,
 		Data:       data,
 	}
@@ -164,7 +164,7 @@ func TrustBundleSecret(c *etcdv1alpha1.EtcdCluster, data map[string][]byte) *cor
 // Issuer signs with.
 func SigningSecret(c *etcdv1alpha1.EtcdCluster, ca *corev1.Secret) *corev1.Secret {
 	return &corev1.Secret{
-		ObjectMeta: objectMeta(c, SigningSecretName(ca.Name)),
+		ObjectMeta: builder.ObjectMeta(c, SigningSecretName(ca.Name), etcdv1alpha1.EmbeddedObjectMetadata{}),
 		Type:       corev1.SecretTypeTLS,
 		Data: map[string][]byte{
 			builder.CertKey:       ca.Data[builder.CertKey],
