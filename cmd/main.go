@@ -80,7 +80,7 @@ func main() {
 		os.Exit(1)
 	}
 
-	if err := (&controllers.ClusterReconciler{
+	if err := (&controllers.TopologyReconciler{
 		Client:        mgr.GetClient(),
 		Recorder:      mgr.GetEventRecorder("etcd-operator-cluster"),
 		NewEtcdClient: controllers.NewEtcdClientFactory(mgr.GetClient()),

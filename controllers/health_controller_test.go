@@ -45,7 +45,7 @@ func TestHealthStatusBesideTopology(t *testing.T) {
 			managers[f.Manager] = true
 		}
 	}
-	if !managers[HealthFieldManager] || !managers[ClusterFieldManager] {
-		t.Errorf("status field managers %v, want %s and %s", managers, HealthFieldManager, ClusterFieldManager)
+	if !managers[HealthFieldManager] || !managers[TopologyFieldManager] {
+		t.Errorf("status field managers %v, want %s and %s", managers, HealthFieldManager, TopologyFieldManager)
 	}
 }

@@ -57,8 +57,8 @@ func runWithManager(m *testing.M) int {
 	noEtcd := func(context.Context, *etcdv1alpha1.EtcdCluster, []string) (etcd.Client, error) {
 		return nil, errors.New("envtest runs no etcd members")
 	}
-	if err := (&ClusterReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("test"), NewEtcdClient: noEtcd}).SetupWithManager(mgr); err != nil {
-		fmt.Fprintf(os.Stderr, "setting up the cluster reconciler: %v\n", err)
+	if err := (&TopologyReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("test"), NewEtcdClient: noEtcd}).SetupWithManager(mgr); err != nil {
+		fmt.Fprintf(os.Stderr, "setting up the topology reconciler: %v\n", err)
 		return 1
 	}
 	if err := (&HealthReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("test"), NewEtcdClient: noEtcd}).SetupWithManager(mgr); err != nil {

@@ -26,7 +26,7 @@ const (
 )
 
 // reconcileChildren applies the Services and the PodDisruptionBudget.
-func (r *ClusterReconciler) reconcileChildren(ctx context.Context, c *etcdv1alpha1.EtcdCluster) error {
+func (r *TopologyReconciler) reconcileChildren(ctx context.Context, c *etcdv1alpha1.EtcdCluster) error {
 	for _, obj := range []client.Object{builder.HeadlessService(c), builder.ClientService(c)} {
 		if err := r.apply(ctx, obj); err != nil {
 			return err
@@ -40,13 +40,13 @@ func (r *ClusterReconciler) reconcileChildren(ctx context.Context, c *etcdv1alph
 	return r.apply(ctx, pdb)
 }
 
-// apply server-side applies a built object as the cluster reconciler.
-func (r *ClusterReconciler) apply(ctx context.Context, obj client.Object) error {
-	return applyObject(ctx, r.Client, obj, ClusterFieldManager)
+// apply server-side applies a built object as the topology reconciler.
+func (r *TopologyReconciler) apply(ctx context.Context, obj client.Object) error {
+	return applyObject(ctx, r.Client, obj, TopologyFieldManager)
 }
 
 // observe reads the cluster's member Pods and, through them, etcd.
-func (r *ClusterReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (observed, error) {
+func (r *TopologyReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (observed, error) {
 	o := observed{cluster: c, pods: map[string]*corev1.Pod{}}
 	pods, err := memberPods(ctx, r.Client, c)
 	if err != nil {
@@ -103,7 +103,7 @@ func (r *ClusterReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdClu
 }
 
 // lostNodes tells which nodes of the Pods are not Ready (or gone).
-func (r *ClusterReconciler) lostNodes(ctx context.Context, pods map[string]*corev1.Pod) (map[string]bool, error) {
+func (r *TopologyReconciler) lostNodes(ctx context.Context, pods map[string]*corev1.Pod) (map[string]bool, error) {
 	lost := map[string]bool{}
 	for _, p := range pods {
 		name := p.Spec.NodeName
@@ -134,7 +134,7 @@ func nodeReady(n *corev1.Node) bool {
 
 // act carries out one planned step. It returns how long to wait before
 // the next pass.
-func (r *ClusterReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluster, o observed, a action) (time.Duration, error) {
+func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluster, o observed, a action) (time.Duration, error) {
 	logger := log.FromContext(ctx).WithValues("step", a.kind, "member", a.member)
 	switch a.kind {
 	case actNone:
@@ -257,7 +257,7 @@ func (r *ClusterReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 // request (the schema refuses shrinking). When the API server refuses (the
 // StorageClass does not allow expansion, say), it returns why: the claims
 // keep their size and the member Pods are not touched.
-func (r *ClusterReconciler) growClaims(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (string, error) {
+func (r *TopologyReconciler) growClaims(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (string, error) {
 	vct := c.Spec.Storage.VolumeClaimTemplate
 	if vct == nil {
 		return "", nil
@@ -294,7 +294,7 @@ func (r *ClusterReconciler) growClaims(ctx context.Context, c *etcdv1alpha1.Etcd
 // createClaim creates a member's claim. A claim of that name that this
 // cluster does not control (a cluster of the same name deleted without its
 // claims, say) is never reused: the operator says so and waits, false.
-func (r *ClusterReconciler) createClaim(ctx context.Context, c *etcdv1alpha1.EtcdCluster, claim *corev1.PersistentVolumeClaim) (bool, error) {
+func (r *TopologyReconciler) createClaim(ctx context.Context, c *etcdv1alpha1.EtcdCluster, claim *corev1.PersistentVolumeClaim) (bool, error) {
 	err := r.Create(ctx, claim)
 	if !apierrors.IsAlreadyExists(err) {
 		return err == nil, err
@@ -320,7 +320,7 @@ func memberEndpoints(c *etcdv1alpha1.EtcdCluster, o observed) []string {
 	return eps
 }
 
-func (r *ClusterReconciler) event(c *etcdv1alpha1.EtcdCluster, eventType, reason, format string, args ...any) {
+func (r *TopologyReconciler) event(c *etcdv1alpha1.EtcdCluster, eventType, reason, format string, args ...any) {
 	if r.Recorder != nil {
 		r.Recorder.Eventf(c, nil, eventType, reason, "Reconcile", format, args...)
 	}

@@ -35,8 +35,8 @@ func TestClusterReportsIgnoredEmptyDir(t *testing.T) {
 	if got, want := cluster.Status.Selector, etcdv1alpha1.LabelCluster+"=both-storages"; got != want {
 		t.Errorf("status.selector = %q, want %q", got, want)
 	}
-	if !hasManagedStatus(cluster, ClusterFieldManager) {
-		t.Errorf("status is not owned by field manager %s: %v", ClusterFieldManager, cluster.ManagedFields)
+	if !hasManagedStatus(cluster, TopologyFieldManager) {
+		t.Errorf("status is not owned by field manager %s: %v", TopologyFieldManager, cluster.ManagedFields)
 	}
 
 	// Removing emptyDir clears the warning, keeping the condition's history.

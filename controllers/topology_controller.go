@@ -23,15 +23,16 @@ import (
 	"github.com/etcd-operator/etcd-operator/internal/crashpoint"
 )
 
-// ClusterFieldManager is the field manager of the cluster reconciler's
-// status writes.
-const ClusterFieldManager = "etcd-operator-cluster"
+// TopologyFieldManager is the field manager of the topology reconciler's
+// status writes. Its value predates the reconciler's name and stays, so
+// that an upgraded operator keeps owning the fields it wrote.
+const TopologyFieldManager = "etcd-operator-cluster"
 
-// ClusterReconciler reconciles the topology of an EtcdCluster: its
+// TopologyReconciler reconciles the topology of an EtcdCluster: its
 // Services, its PodDisruptionBudget and its members (Pods, claims and etcd
 // membership), one step per pass, re-deriving everything from etcd and the
 // API server. It also reports the ConfigurationWarning condition.
-type ClusterReconciler struct {
+type TopologyReconciler struct {
 	client.Client
 	Recorder recorder.EventRecorder
 	// NewEtcdClient connects to a cluster's members.
@@ -50,7 +51,7 @@ type ClusterReconciler struct {
 // Reconcile takes one step of an EtcdCluster towards its spec. Failures
 // return an error (and controller-runtime retries with back-off);
 // RequeueAfter is used only for waits on something known.
-func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
+func (r *TopologyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
 	defer func() { countError(req.Namespace, req.Name, "topology", err) }()
 	cluster := &etcdv1alpha1.EtcdCluster{}
 	if err := r.Get(ctx, req.NamespacedName, cluster); err != nil {
@@ -80,7 +81,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 	step := certificatesWait(observed, plan(observed))
 	status := topologyStatus(observed, step)
 	status.conditions = append(status.conditions, conditions.ConfigurationWarning(cluster, claimsRefused))
-	if err := applyStatus(ctx, r.Client, cluster, ClusterFieldManager, status); err != nil {
+	if err := applyStatus(ctx, r.Client, cluster, TopologyFieldManager, status); err != nil {
 		return ctrl.Result{}, err
 	}
 	if cluster.IsPaused() {
@@ -132,7 +133,7 @@ func podNames(pods []*corev1.Pod) []string {
 const clusterWorkers = 4
 
 // SetupWithManager registers the reconciler with mgr.
-func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *TopologyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&etcdv1alpha1.EtcdCluster{}, ctrlbuilder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.Pod{}).
