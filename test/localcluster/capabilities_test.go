@@ -213,6 +213,7 @@ echo "configmaps=$(get configmaps) secrets=$(get secrets)"`)
 // its ports, the other pods would send to a stale MAC until their ARP
 // entries expire, losing the API server and every ClusterIP for a minute.
 func TestBridgeKeepsItsAddress(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	mac := func() string {
