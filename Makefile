@@ -280,6 +280,9 @@ $(ENVTEST_ASSETS): $(KUBE_APISERVER) $(ETCD)
 	ln -sf $(KUBE_APISERVER) $@/kube-apiserver
 	ln -sf $(ETCD) $@/etcd
 
+.PHONY: kube-binaries
+kube-binaries: $(KUBE_BINARIES) ## Build kube-apiserver, kube-controller-manager, kube-scheduler and kubectl.
+
 .PHONY: envtest-assets
 envtest-assets: $(ENVTEST_ASSETS) ## Build kube-apiserver and etcd for the schema tests.
 
