@@ -77,8 +77,11 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the markers in api/ and controllers/.
+manifests: $(CONTROLLER_GEN) $(KUSTOMIZE) ## Generate CRDs and RBAC from the markers in api/ and controllers/.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases
+	@# Bounds controller-gen cannot express (config/crd/bounds/kustomization.yaml says why).
+	{ echo ---; $(KUSTOMIZE) build --load-restrictor LoadRestrictionsNone config/crd/bounds; } > config/crd/bases/etcd.aenix.io_etcdclusters.yaml.tmp
+	mv config/crd/bases/etcd.aenix.io_etcdclusters.yaml.tmp config/crd/bases/etcd.aenix.io_etcdclusters.yaml
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy methods.

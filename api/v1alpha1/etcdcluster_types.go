@@ -29,10 +29,11 @@ type EtcdClusterSpec struct {
 	// options are etcd command-line flags, written without the leading dashes
 	// (for example election-timeout: "1000"). Flags the operator sets itself
 	// (member name, data directory, URLs, initial cluster, TLS files) cannot be
-	// given here.
+	// given here, nor unsafe-no-fsync, which can lose acknowledged writes.
 	//
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z0-9]+(-[a-z0-9]+)*$'))",message="spec.options keys are etcd flag names: write them in lower case without the leading dashes, for example election-timeout"
+	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k in ['unsafe-no-fsync', 'experimental-unsafe-no-fsync'])",message="spec.options sets unsafe-no-fsync: without fsync a member that loses power loses writes it has acknowledged and can come back disagreeing with its peers; remove it"
 	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k in ['name', 'data-dir', 'wal-dir', 'config-file', 'listen-peer-urls', 'listen-client-urls', 'listen-client-http-urls', 'listen-metrics-urls', 'initial-advertise-peer-urls', 'advertise-client-urls', 'initial-cluster', 'initial-cluster-state', 'initial-cluster-token', 'discovery', 'discovery-srv', 'discovery-srv-name', 'discovery-token', 'discovery-endpoints', 'force-new-cluster', 'cert-file', 'key-file', 'trusted-ca-file', 'client-cert-auth', 'auto-tls', 'peer-cert-file', 'peer-key-file', 'peer-trusted-ca-file', 'peer-client-cert-auth', 'peer-auto-tls', 'peer-skip-client-san-verification', 'experimental-peer-skip-client-san-verification'])",message="spec.options sets a flag the operator owns (name, data-dir, wal-dir, config-file, listen-peer-urls, listen-client-urls, listen-client-http-urls, listen-metrics-urls, initial-advertise-peer-urls, advertise-client-urls, initial-cluster, initial-cluster-state, initial-cluster-token, discovery*, force-new-cluster, cert-file, key-file, trusted-ca-file, client-cert-auth, auto-tls and their peer- forms, peer-skip-client-san-verification): remove it; TLS comes from spec.security and the data directory from spec.storage"
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="etcd Options"
@@ -152,15 +153,21 @@ type EmbeddedObjectMetadata struct {
 // StorageSpec is where members keep their data.
 type StorageSpec struct {
 	// emptyDir keeps each member's data in an emptyDir volume, lost when the
-	// Pod is deleted. Ignored when volumeClaimTemplate is set.
+	// Pod is deleted. Ignored when volumeClaimTemplate is set. A sizeLimit
+	// must be at least 128Mi: etcd preallocates two 64 MB write-ahead log
+	// files before it holds any data. Leave room for the database too, up
+	// to its quota (quota-backend-bytes, 2Gi by default).
 	//
+	// +kubebuilder:validation:XValidation:rule="!has(self.sizeLimit) || quantity(string(self.sizeLimit)).compareTo(quantity('128Mi')) >= 0",messageExpression="'spec.storage.emptyDir.sizeLimit ' + string(self.sizeLimit) + ' is too small for an etcd member, which preallocates two 64 MB write-ahead log files before it holds any data: set at least 128Mi (and room for the database), or leave sizeLimit out'"
 	// +optional
 	EmptyDir *corev1.EmptyDirVolumeSource `json:"emptyDir,omitempty"`
 
 	// volumeClaimTemplate gives each member its own PersistentVolumeClaim,
 	// kept across Pod restarts and deleted when the member is removed.
-	// spec.resources.requests.storage is required; it can grow but never
-	// shrink.
+	// spec.resources.requests.storage is required, at least 128Mi (etcd
+	// preallocates two 64 MB write-ahead log files before it holds any
+	// data; leave room for the database too, up to quota-backend-bytes,
+	// 2Gi by default); it can grow but never shrink.
 	//
 	// +optional
 	VolumeClaimTemplate *EmbeddedPersistentVolumeClaim `json:"volumeClaimTemplate,omitempty"`
@@ -170,6 +177,7 @@ type StorageSpec struct {
 // PersistentVolumeClaim.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.spec.resources) && has(self.spec.resources.requests) && 'storage' in self.spec.resources.requests",message="spec.storage.volumeClaimTemplate.spec.resources.requests.storage is required: set the size of each member's volume, for example 10Gi"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.resources) || !has(self.spec.resources.requests) || !('storage' in self.spec.resources.requests) || quantity(string(self.spec.resources.requests['storage'])).compareTo(quantity('128Mi')) >= 0",messageExpression="'spec.storage.volumeClaimTemplate.spec.resources.requests.storage ' + string(self.spec.resources.requests['storage']) + ' is too small for an etcd member, which preallocates two 64 MB write-ahead log files before it holds any data: request at least 128Mi, and room for the database'"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.spec.resources) || !has(oldSelf.spec.resources.requests) || !('storage' in oldSelf.spec.resources.requests) || !has(self.spec.resources) || !has(self.spec.resources.requests) || !('storage' in self.spec.resources.requests) || quantity(string(self.spec.resources.requests['storage'])).compareTo(quantity(string(oldSelf.spec.resources.requests['storage']))) >= 0",messageExpression="'spec.storage.volumeClaimTemplate.spec.resources.requests.storage cannot shrink from ' + string(oldSelf.spec.resources.requests['storage']) + ' to ' + string(self.spec.resources.requests['storage']) + ': volumes only grow; keep the size or make it larger'"
 type EmbeddedPersistentVolumeClaim struct {
 	// metadata is added to every member's PersistentVolumeClaim.
@@ -264,12 +272,21 @@ type PodSpec struct {
 	// etcd overrides fields of the operator's etcd container (image,
 	// imagePullPolicy, resources, env, probes, securityContext) but not its
 	// command or args; any other container is added as a sidecar and needs an
-	// image.
+	// image. etcd reads every ETCD_<FLAG> environment variable as a flag, so
+	// the etcd container may not set variables starting with ETCD_ (except
+	// ETCD_UNSUPPORTED_ARCH), and its envFrom needs a prefix that cannot
+	// make such a name. It may not mount anything at, inside or above the
+	// data directory /var/lib/etcd, and its mount paths must be clean
+	// (no //, . or ..).
 	//
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:XValidation:rule="self.all(c, c.name != 'etcd' || (!has(c.command) && !has(c.args)))",message="the etcd container's command and args are set by the operator: remove them and put etcd flags in spec.options"
+	// +kubebuilder:validation:items:XValidation:rule="self.name != 'etcd' || !has(self.env) || self.env.all(e, !e.name.startsWith('ETCD_') || e.name == 'ETCD_UNSUPPORTED_ARCH')",message="the etcd container's env sets a variable starting with ETCD_: etcd reads ETCD_<FLAG> variables as flags, around the checks on spec.options and the flags the operator sets; remove it and put etcd flags in spec.options"
+	// +kubebuilder:validation:items:XValidation:rule="self.name != 'etcd' || !has(self.envFrom) || self.envFrom.all(f, has(f.prefix) && !f.prefix.startsWith('ETCD_') && !(f.prefix in ['', 'E', 'ET', 'ETC', 'ETCD']))",message="the etcd container's envFrom could set variables starting with ETCD_, which etcd reads as flags around the checks on spec.options: give every envFrom entry a prefix that cannot begin a name with ETCD_ (for example APP_), or list the variables in env"
+	// +kubebuilder:validation:items:XValidation:rule="self.name != 'etcd' || !has(self.volumeMounts) || self.volumeMounts.all(m, !m.mountPath.startsWith('/var/lib/etcd/') && !(m.mountPath in ['/', '/var', '/var/', '/var/lib', '/var/lib/', '/var/lib/etcd']))",message="the etcd container mounts a volume at, inside or above /var/lib/etcd, the data directory the operator mounts from spec.storage: etcd would keep its data elsewhere than the member's volume; mount it at another path"
+	// +kubebuilder:validation:items:XValidation:rule="self.name != 'etcd' || !has(self.volumeMounts) || self.volumeMounts.all(m, m.mountPath.startsWith('/') && !m.mountPath.contains('//') && !m.mountPath.contains('/./') && !m.mountPath.contains('/../') && !m.mountPath.endsWith('/.') && !m.mountPath.endsWith('/..'))",message="the etcd container's volumeMounts: write each mountPath as a clean absolute path (starting with /, without //, . or ..) so that it cannot reach the data directory /var/lib/etcd by another spelling"
 	// +kubebuilder:validation:XValidation:rule="self.all(c, c.name == 'etcd' || has(c.image))",message="every container other than etcd is a sidecar and needs an image: only the etcd container may leave the image to the operator"
 	// +optional
 	Containers []corev1.Container `json:"containers,omitempty"`

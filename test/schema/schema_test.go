@@ -193,11 +193,19 @@ var invalidObjects = []invalid{
 	{"option peer-trusted-ca-file", "options: {peer-trusted-ca-file: /tls/ca.crt}", "spec.options sets a flag the operator owns"},
 	{"option force-new-cluster", "options: {force-new-cluster: 'true'}", "spec.options sets a flag the operator owns"},
 	{"option config-file", "options: {config-file: /etc/etcd.yaml}", "spec.options sets a flag the operator owns"},
+	{"option unsafe-no-fsync", "options: {unsafe-no-fsync: 'true'}", "spec.options: Invalid value: spec.options sets unsafe-no-fsync: without fsync a member that loses power loses writes it has acknowledged and can come back disagreeing with its peers; remove it"},
+	{"option unsafe-no-fsync set to false", "options: {unsafe-no-fsync: 'false'}", "spec.options sets unsafe-no-fsync"},
 
 	// storage
 	{"claim without a size", "storage: {volumeClaimTemplate: {spec: {accessModes: [ReadWriteOnce]}}}", "spec.storage.volumeClaimTemplate.spec.resources.requests.storage is required: set the size of each member's volume"},
 	{"claim with requests but no storage", "storage: {volumeClaimTemplate: {spec: {resources: {requests: {cpu: 1}}}}}", "spec.storage.volumeClaimTemplate.spec.resources.requests.storage is required"},
 	{"claim with no spec", "storage: {volumeClaimTemplate: {metadata: {labels: {a: b}}}}", `spec.storage.volumeClaimTemplate.spec: Required value`},
+	{"claim of 1Ki", "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 1Ki}}}}}", "spec.storage.volumeClaimTemplate: Invalid value: spec.storage.volumeClaimTemplate.spec.resources.requests.storage 1Ki is too small for an etcd member, which preallocates two 64 MB write-ahead log files before it holds any data: request at least 128Mi, and room for the database"},
+	{"claim just under the minimum", "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 127Mi}}}}}", "requests.storage 127Mi is too small for an etcd member"},
+	{"claim in bytes under the minimum", "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 134217727}}}}}", "requests.storage 134217727 is too small for an etcd member"},
+	{"emptyDir of 1Ki", "storage: {emptyDir: {sizeLimit: 1Ki}}", "spec.storage.emptyDir: Invalid value: spec.storage.emptyDir.sizeLimit 1Ki is too small for an etcd member, which preallocates two 64 MB write-ahead log files before it holds any data: set at least 128Mi (and room for the database), or leave sizeLimit out"},
+	{"emptyDir just under the minimum", "storage: {emptyDir: {medium: Memory, sizeLimit: 100M}}", "spec.storage.emptyDir.sizeLimit 100M is too small for an etcd member"},
+	{"emptyDir of zero", "storage: {emptyDir: {sizeLimit: 0}}", "spec.storage.emptyDir.sizeLimit 0 is too small for an etcd member"},
 
 	// podDisruptionBudgetTemplate
 	{"budgets that disagree", "podDisruptionBudgetTemplate: {spec: {minAvailable: 2, maxUnavailable: 2}}", "spec.podDisruptionBudgetTemplate.spec: minAvailable and maxUnavailable are both set but do not add up to spec.replicas; set only one of them"},
@@ -227,6 +235,25 @@ var invalidObjects = []invalid{
 	{"sidecar without an image", "podTemplate: {spec: {containers: [{name: etcd}, {name: backup}]}}", "spec.podTemplate.spec.containers: Invalid value: every container other than etcd is a sidecar and needs an image"},
 	{"two containers with one name", "podTemplate: {spec: {containers: [{name: etcd}, {name: etcd}]}}", `spec.podTemplate.spec.containers[1]: Duplicate value: {"name":"etcd"}`},
 	{"container without a name", "podTemplate: {spec: {containers: [{image: busybox}]}}", "spec.podTemplate.spec.containers[0].name: Required value"},
+	{"etcd container forcing a new cluster through env", "podTemplate: {spec: {containers: [{name: etcd, env: [{name: ETCD_FORCE_NEW_CLUSTER, value: 'true'}]}]}}", "spec.podTemplate.spec.containers[0]: Invalid value: the etcd container's env sets a variable starting with ETCD_: etcd reads ETCD_<FLAG> variables as flags, around the checks on spec.options and the flags the operator sets; remove it and put etcd flags in spec.options"},
+	{"etcd container env names every ETCD_ variable", "podTemplate: {spec: {containers: [{name: etcd, env: [{name: GOMAXPROCS, value: '2'}, {name: ETCD_UNSAFE_NO_FSYNC, value: 'true'}, {name: ETCD_DATA_DIR, value: /tmp}]}]}}", "the etcd container's env sets a variable starting with ETCD_"},
+	{"etcd container env from a Secret", "podTemplate: {spec: {containers: [{name: etcd, env: [{name: ETCD_INITIAL_CLUSTER, valueFrom: {secretKeyRef: {name: s, key: k}}}]}]}}", "the etcd container's env sets a variable starting with ETCD_"},
+	{"etcd container envFrom without a prefix", "podTemplate: {spec: {containers: [{name: etcd, envFrom: [{configMapRef: {name: etcd-env}}]}]}}", "spec.podTemplate.spec.containers[0]: Invalid value: the etcd container's envFrom could set variables starting with ETCD_, which etcd reads as flags around the checks on spec.options: give every envFrom entry a prefix that cannot begin a name with ETCD_ (for example APP_), or list the variables in env"},
+	{"etcd container envFrom with an empty prefix", "podTemplate: {spec: {containers: [{name: etcd, envFrom: [{prefix: '', secretRef: {name: etcd-env}}]}]}}", "the etcd container's envFrom could set variables starting with ETCD_"},
+	{"etcd container envFrom with the ETCD_ prefix", "podTemplate: {spec: {containers: [{name: etcd, envFrom: [{prefix: ETCD_, configMapRef: {name: etcd-env}}]}]}}", "the etcd container's envFrom could set variables starting with ETCD_"},
+	{"etcd container envFrom with a prefix that begins ETCD_", "podTemplate: {spec: {containers: [{name: etcd, envFrom: [{prefix: ETC, configMapRef: {name: etcd-env}}]}]}}", "the etcd container's envFrom could set variables starting with ETCD_"},
+	{"etcd container mounting over the data directory", "podTemplate: {spec: {volumes: [{name: other, emptyDir: {}}], containers: [{name: etcd, volumeMounts: [{name: other, mountPath: /var/lib/etcd}]}]}}", "spec.podTemplate.spec.containers[0]: Invalid value: the etcd container mounts a volume at, inside or above /var/lib/etcd, the data directory the operator mounts from spec.storage: etcd would keep its data elsewhere than the member's volume; mount it at another path"},
+	{"etcd container mounting inside the data directory", "podTemplate: {spec: {volumes: [{name: wal, emptyDir: {}}], containers: [{name: etcd, volumeMounts: [{name: wal, mountPath: /var/lib/etcd/member/wal}]}]}}", "the etcd container mounts a volume at, inside or above /var/lib/etcd"},
+	{"etcd container mounting above the data directory", "podTemplate: {spec: {volumes: [{name: other, emptyDir: {}}], containers: [{name: etcd, volumeMounts: [{name: other, mountPath: /var/lib}]}]}}", "the etcd container mounts a volume at, inside or above /var/lib/etcd"},
+	{"etcd container mounting at the root", "podTemplate: {spec: {volumes: [{name: other, emptyDir: {}}], containers: [{name: etcd, volumeMounts: [{name: other, mountPath: /}]}]}}", "the etcd container mounts a volume at, inside or above /var/lib/etcd"},
+	{"etcd container mounting the data directory with a trailing slash", "podTemplate: {spec: {volumes: [{name: other, emptyDir: {}}], containers: [{name: etcd, volumeMounts: [{name: other, mountPath: /var/lib/etcd/}]}]}}", "the etcd container mounts a volume at, inside or above /var/lib/etcd"},
+	{"etcd container mounting the data directory by a relative path", "podTemplate: {spec: {volumes: [{name: other, emptyDir: {}}], containers: [{name: etcd, volumeMounts: [{name: other, mountPath: var/lib/etcd}]}]}}", "write each mountPath as a clean absolute path"},
+	{"etcd container mounting by a doubled slash", "podTemplate: {spec: {volumes: [{name: other, emptyDir: {}}], containers: [{name: etcd, volumeMounts: [{name: other, mountPath: /var//lib/etcd}]}]}}", "spec.podTemplate.spec.containers[0]: Invalid value: the etcd container's volumeMounts: write each mountPath as a clean absolute path (starting with /, without //, . or ..) so that it cannot reach the data directory /var/lib/etcd by another spelling"},
+	{"etcd container mounting through ..", "podTemplate: {spec: {volumes: [{name: other, emptyDir: {}}], containers: [{name: etcd, volumeMounts: [{name: other, mountPath: /var/lib/x/../etcd}]}]}}", "write each mountPath as a clean absolute path"},
+	{"etcd container mounting at a path ending in ..", "podTemplate: {spec: {volumes: [{name: other, emptyDir: {}}], containers: [{name: etcd, volumeMounts: [{name: other, mountPath: /var/lib/etcd/member/..}]}]}}", "the etcd container mounts a volume at, inside or above /var/lib/etcd"},
+	{"etcd container mounting at a path ending in /..", "podTemplate: {spec: {volumes: [{name: other, emptyDir: {}}], containers: [{name: etcd, volumeMounts: [{name: other, mountPath: /var/lib/etcd-x/..}]}]}}", "write each mountPath as a clean absolute path"},
+	{"sidecar first, then the etcd container with ETCD_ env", "podTemplate: {spec: {containers: [{name: backup, image: busybox}, {name: etcd, env: [{name: ETCD_SNAPSHOT_COUNT, value: '1'}]}]}}", "spec.podTemplate.spec.containers[1]: Invalid value: the etcd container's env sets a variable starting with ETCD_"},
+	{"etcd container mounting through .", "podTemplate: {spec: {volumes: [{name: other, emptyDir: {}}], containers: [{name: etcd, volumeMounts: [{name: other, mountPath: /var/lib/./etcd}]}]}}", "write each mountPath as a clean absolute path"},
 	{"volume with a reserved name", "podTemplate: {spec: {volumes: [{name: etcd-data, emptyDir: {}}]}}", "spec.podTemplate.spec.volumes: Invalid value: volume names starting with etcd- are reserved for the operator's volumes: rename the volume"},
 	{"negative grace period", "podTemplate: {spec: {terminationGracePeriodSeconds: -5}}", "spec.podTemplate.spec.terminationGracePeriodSeconds in body should be greater than or equal to 0"},
 
@@ -236,6 +263,36 @@ var invalidObjects = []invalid{
 
 	// unknown fields are errors, as with kubectl apply
 	{"misspelled field", "replica: 3", `unknown field "spec.replica"`},
+}
+
+// validObjects are specs just inside the limits of a rule: the API server
+// must accept them.
+var validObjects = []struct{ name, spec string }{
+	{"an option that only sounds unsafe", "options: {experimental-initial-corrupt-check: 'true'}"},
+	{"claim of the minimum", "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 128Mi}}}}}"},
+	{"claim of the minimum in bytes", "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 134217728}}}}}"},
+	{"emptyDir of the minimum", "storage: {emptyDir: {medium: Memory, sizeLimit: 128Mi}}"},
+	{"emptyDir without a limit", "storage: {emptyDir: {}}"},
+	{"etcd container env that is no flag", "podTemplate: {spec: {containers: [{name: etcd, env: [{name: GOMAXPROCS, value: '2'}, {name: ETCDCTL_API, value: '3'}, {name: ETCD_UNSUPPORTED_ARCH, value: riscv64}, {name: etcd_lower, value: x}]}]}}"},
+	{"sidecar env with ETCD_ names", "podTemplate: {spec: {containers: [{name: backup, image: busybox, env: [{name: ETCD_DATA_DIR, value: /var/lib/etcd}]}]}}"},
+	{"etcd container envFrom with a safe prefix", "podTemplate: {spec: {containers: [{name: etcd, envFrom: [{prefix: APP_, configMapRef: {name: env}}, {prefix: ETCDX, secretRef: {name: env}}]}]}}"},
+	{"sidecar envFrom without a prefix", "podTemplate: {spec: {containers: [{name: backup, image: busybox, envFrom: [{configMapRef: {name: env}}]}]}}"},
+	{"etcd container mounts beside the data directory", "podTemplate: {spec: {volumes: [{name: other, emptyDir: {}}, {name: more, emptyDir: {}}], containers: [{name: etcd, volumeMounts: [{name: other, mountPath: /var/lib/etcd-backup}, {name: more, mountPath: /etc/etcd/}]}]}}"},
+	{"sidecar mounting the data directory path", "podTemplate: {spec: {volumes: [{name: other, emptyDir: {}}], containers: [{name: backup, image: busybox, volumeMounts: [{name: other, mountPath: /var/lib/etcd}]}]}}"},
+}
+
+func TestValidObjectsAreAccepted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	for i, tt := range validObjects {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if err := createStrict(ctx, clusterFromSpec(t, ns, fmt.Sprintf("valid-%d", i), tt.spec)); err != nil {
+				t.Fatalf("rejected: %v", err)
+			}
+		})
+	}
 }
 
 func TestClusterNames(t *testing.T) {
