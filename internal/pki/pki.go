@@ -5,6 +5,7 @@ package pki
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
@@ -112,7 +113,7 @@ func Certificates(c *etcdv1alpha1.EtcdCluster) []*cmapi.Certificate {
 			ObjectMeta: builder.ObjectMeta(c, ca, etcdv1alpha1.EmbeddedObjectMetadata{}),
 			Spec: cmapi.CertificateSpec{
 				IsCA:           true,
-				CommonName:     fmt.Sprintf("%s.%s etcd %s", c.Name, c.Namespace, caRole(c, ca)),
+				CommonName:     caCommonName(c, caRole(c, ca)),
 				SecretName:     ca,
 				Duration:       &caDuration,
 				PrivateKey:     privateKey(),
@@ -145,6 +146,25 @@ func Certificates(c *etcdv1alpha1.EtcdCluster) []*cmapi.Certificate {
 		leaf(builder.PeerTLSSecretName(c), c.Name, PeerDNSNames(c), nil, peerIssuer(c), cmapi.UsageServerAuth, cmapi.UsageClientAuth),
 		leaf(builder.ClientTLSSecretName(c), RootCommonName, nil, nil, clientIssuer(c), cmapi.UsageClientAuth),
 	)
+}
+
+// maxCommonName is the longest common name X.509 allows (ub-common-name);
+// cert-manager refuses a Certificate with a longer one.
+const maxCommonName = 64
+
+// caCommonName is the common name of one of the cluster's CAs,
+// "<cluster>.<namespace> etcd <role>", its "<cluster>.<namespace>" cut to
+// fit maxCommonName: the schema limits the cluster's name but cannot see
+// its namespace (up to 63 characters). Names that fit are never changed,
+// so no CA is reissued for it. The common name only tells people which
+// CA they look at; nothing trusts a CA by its name.
+func caCommonName(c *etcdv1alpha1.EtcdCluster, role string) string {
+	suffix := " etcd " + role
+	id := c.Name + "." + c.Namespace
+	if limit := maxCommonName - len(suffix); len(id) > limit {
+		id = strings.TrimRight(id[:limit], ".-")
+	}
+	return id + suffix
 }
 
 // caRole is how a CA's common name says what it signs.

@@ -193,3 +193,29 @@ func TestCondition(t *testing.T) {
 		t.Errorf("not ready: %+v", bad)
 	}
 }
+
+// TestCACommonNames checks that the CAs' common names are kept as they
+// were whenever they fit (so that no existing CA is reissued), and cut to
+// fit otherwise.
+func TestCACommonNames(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, namespace, role, want string }{
+		{"e", "ns", "client CA", "e.ns etcd client CA"},
+		{"e", "ns", "peer CA", "e.ns etcd peer CA"},
+		{strings.Repeat("a", 30), strings.Repeat("n", 19), "peer CA", strings.Repeat("a", 30) + "." + strings.Repeat("n", 19) + " etcd peer CA"},
+		{strings.Repeat("a", 30), strings.Repeat("n", 30), "client CA", strings.Repeat("a", 30) + "." + strings.Repeat("n", 18) + " etcd client CA"},
+		{strings.Repeat("a", 48), "ns", "client CA", strings.Repeat("a", 48) + " etcd client CA"},
+		{strings.Repeat("a", 50), strings.Repeat("n", 63), "client CA", strings.Repeat("a", 49) + " etcd client CA"},
+	}
+	for _, tt := range tests {
+		c := managed(etcdv1alpha1.CertManagerSpec{})
+		c.Name, c.Namespace = tt.name, tt.namespace
+		got := caCommonName(c, tt.role)
+		if got != tt.want {
+			t.Errorf("caCommonName(%d-character name, %d-character namespace, %s) = %q, want %q", len(tt.name), len(tt.namespace), tt.role, got, tt.want)
+		}
+		if len(got) > maxCommonName {
+			t.Errorf("%q has %d characters, more than %d", got, len(got), maxCommonName)
+		}
+	}
+}
