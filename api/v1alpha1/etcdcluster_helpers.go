@@ -39,6 +39,29 @@ func (c *EtcdCluster) IsPaused() bool {
 // cluster in place of a lost one would look healthy and hold nothing.
 const AnnotationStartEmpty = "etcd.aenix.io/start-empty-after-loss"
 
+// Limits on the names of EtcdClusters and EtcdTenants. The schema rules on
+// metadata.name (etcdcluster_types.go, etcdtenant_types.go) say the same;
+// internal/pki's name tests check every derived name against them.
+const (
+	// MaxClusterNameLength keeps every name the operator derives from a
+	// cluster's a DNS label and every label value valid: members are
+	// <name>-<n> and the headless Service <name>-headless (at most 63
+	// characters each).
+	MaxClusterNameLength = 50
+
+	// MaxTenantNameLength keeps a tenant's etcd user, tenant-<name>, within
+	// the 64 characters of its client certificate's common name (and the
+	// name itself a label value).
+	MaxTenantNameLength = 57
+)
+
+// ReservedClusterNameSuffixes are the endings a cluster's name may not
+// have, because the operator names another cluster's objects with them:
+// cluster foo-headless's client Service would be cluster foo's headless
+// Service (foo-headless), and cluster foo-peer's client CA foo's peer CA
+// (foo-peer-ca, and its Issuer and signing Secret).
+var ReservedClusterNameSuffixes = []string{"-headless", "-peer"}
+
 // Labels the operator puts on every object it creates for a cluster.
 const (
 	// LabelCluster names the EtcdCluster an object belongs to.

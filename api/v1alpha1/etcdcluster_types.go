@@ -661,7 +661,11 @@ const (
 	MemberRoleLearner  MemberRole = "Learner"
 )
 
-// EtcdCluster is an etcd cluster run by the operator.
+// EtcdCluster is an etcd cluster run by the operator. Its name is at most
+// 50 characters, starts with a letter and does not end in -headless or
+// -peer (the operator's own objects end so). The namespace may be any
+// length: where a name and namespace together would not fit (the CA
+// common names, 64 characters), the operator shortens them.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -673,6 +677,7 @@ const (
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 50",message="metadata.name must start with a letter, hold only lower case letters, digits and '-', and be at most 50 characters: members are named <name>-<n> and the headless Service <name>-headless, which must be DNS labels"
+// +kubebuilder:validation:XValidation:rule="!self.metadata.name.endsWith('-headless') && !self.metadata.name.endsWith('-peer')",message="metadata.name must not end in -headless or -peer: the operator names the objects of the cluster without that ending so (<name>-headless is its headless Service, <name>-peer-ca its peer CA), and this cluster would take them over; choose another name"
 // +operator-sdk:csv:customresourcedefinitions:displayName="etcd Cluster",resources={{Pod,v1},{Service,v1},{PersistentVolumeClaim,v1},{PodDisruptionBudget,v1},{Secret,v1}}
 type EtcdCluster struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -105,7 +105,8 @@ type EtcdTenantStatus struct {
 
 // EtcdTenant is a consumer of an EtcdCluster (a kube-apiserver, k0s, a
 // hosted control plane) with its own key prefix, etcd user and role, and a
-// connection Secret.
+// connection Secret. Its name is at most 57 characters: the etcd user
+// tenant-<name> is its client certificate's common name (64 at most).
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -115,6 +116,7 @@ type EtcdTenantStatus struct {
 // +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.status.secretName`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 57",message="metadata.name must be at most 57 characters: the tenant's etcd user is tenant-<name>, the common name of its client certificate, which holds at most 64 characters"
 // +operator-sdk:csv:customresourcedefinitions:displayName="etcd Tenant",resources={{Secret,v1},{Certificate,v1}}
 type EtcdTenant struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -299,14 +299,19 @@ func TestClusterNames(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
-	for _, name := range []string{"a", "etcd-main", strings.Repeat("a", 50)} {
+	longest := strings.Repeat("a", etcdv1alpha1.MaxClusterNameLength)
+	for _, name := range []string{"a", "etcd-main", longest, "peer", "headless", "foo-peers", "foo-headless1", "foo-peer-ca"} {
 		if err := createStrict(ctx, clusterFromSpec(t, ns, name, "replicas: 1")); err != nil {
 			t.Errorf("name %q was rejected: %v", name, err)
 		}
 	}
-	for _, name := range []string{"1etcd", strings.Repeat("a", 51), "etcd.main"} {
+	for _, name := range []string{"1etcd", longest + "a", "etcd.main"} {
 		err := createStrict(ctx, clusterFromSpec(t, ns, name, "replicas: 1"))
 		assertRejected(t, err, "metadata.name must start with a letter, hold only lower case letters, digits and '-', and be at most 50 characters")
+	}
+	for _, suffix := range etcdv1alpha1.ReservedClusterNameSuffixes {
+		err := createStrict(ctx, clusterFromSpec(t, ns, "foo"+suffix, "replicas: 1"))
+		assertRejected(t, err, "metadata.name must not end in -headless or -peer: the operator names the objects of the cluster without that ending so (<name>-headless is its headless Service, <name>-peer-ca its peer CA), and this cluster would take them over; choose another name")
 	}
 }
 
@@ -465,6 +470,14 @@ func TestTenantRules(t *testing.T) {
 		obj.SetKind("EtcdTenant")
 		return obj
 	}
+	longest := strings.Repeat("t", etcdv1alpha1.MaxTenantNameLength)
+	for _, name := range []string{longest, "k0s.control-plane"} {
+		if err := createStrict(ctx, tenant(name, "{clusterName: shared}")); err != nil {
+			t.Errorf("tenant name %q was rejected: %v", name, err)
+		}
+	}
+	assertRejected(t, createStrict(ctx, tenant(longest+"t", "{clusterName: shared}")),
+		"metadata.name must be at most 57 characters: the tenant's etcd user is tenant-<name>, the common name of its client certificate, which holds at most 64 characters")
 	for i, tt := range []struct{ spec, want string }{
 		{"{}", "spec.clusterName: Required value"},
 		{"{clusterName: shared, prefix: tenant/}", "spec.prefix must start and end with \"/\""},
