@@ -16,6 +16,7 @@ import (
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 	"github.com/etcd-operator/etcd-operator/internal/builder"
 	"github.com/etcd-operator/etcd-operator/internal/etcd"
+	"github.com/etcd-operator/etcd-operator/internal/etcdversion"
 )
 
 // observed is what one reconcile pass sees of a cluster.
@@ -250,16 +251,16 @@ func plan(o observed) action {
 // roll, would run it. An image whose tag names no version is not checked.
 func checkVersions(o observed) (action, bool) {
 	image := builder.EtcdImage(o.cluster)
-	target, ok := etcd.ImageVersion(image)
+	target, ok := etcdversion.OfImage(image)
 	if !ok {
 		return action{}, false
 	}
 	for _, name := range slices.Sorted(maps.Keys(o.versions)) {
-		running, ok := etcd.ParseVersion(o.versions[name])
+		running, ok := etcdversion.Parse(o.versions[name])
 		if !ok {
 			continue
 		}
-		if err := etcd.CheckUpgrade(running, target); err != nil {
+		if err := etcdversion.CheckUpgrade(running, target); err != nil {
 			return action{kind: actRefuse, refusal: etcdv1alpha1.ReasonUpgradeRefused, member: name, reason: fmt.Sprintf(
 				"spec asks for %s, but member %s runs etcd %s: %v. Nothing changes until the image is one etcd supports after %s", image, name, running, err, running)}, true
 		}

@@ -5,12 +5,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/etcdversion"
 )
 
 // Where member Pods find their certificates.
@@ -227,7 +227,7 @@ func tlsArgs(c *etcdv1alpha1.EtcdCluster) []string {
 // certificates: experimental before 3.6, renamed in 3.6 (the old name is
 // gone in 3.7).
 func peerSkipSANFlag(image string) string {
-	if _, tag, ok := strings.Cut(image[strings.LastIndex(image, "/")+1:], ":"); ok && strings.HasPrefix(strings.TrimPrefix(tag, "v"), "3.5.") {
+	if v, ok := etcdversion.OfImage(image); ok && v.Major == 3 && v.Minor == 5 {
 		return "--experimental-peer-skip-client-san-verification"
 	}
 	return "--peer-skip-client-san-verification"

@@ -1,4 +1,4 @@
-package etcd
+package etcdversion
 
 import (
 	"strings"
@@ -20,9 +20,9 @@ func TestImageVersion(t *testing.T) {
 		{"quay.io/coreos/etcd:v3.6.16@sha256:abcd", "3.6.16"},
 	}
 	for _, tt := range tests {
-		got, ok := ImageVersion(tt.image)
+		got, ok := OfImage(tt.image)
 		if (tt.want == "") == ok || (ok && got.String() != tt.want) {
-			t.Errorf("ImageVersion(%q) = %v, %v; want %q", tt.image, got, ok, tt.want)
+			t.Errorf("OfImage(%q) = %v, %v; want %q", tt.image, got, ok, tt.want)
 		}
 	}
 }
@@ -44,8 +44,8 @@ func TestCheckUpgrade(t *testing.T) {
 		{"3.6.16", "3.7.0", ""},
 	}
 	for _, tt := range tests {
-		from, _ := ParseVersion(tt.from)
-		to, _ := ParseVersion(tt.to)
+		from, _ := Parse(tt.from)
+		to, _ := Parse(tt.to)
 		err := CheckUpgrade(from, to)
 		switch {
 		case tt.refused == "" && err != nil:

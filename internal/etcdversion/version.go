@@ -1,4 +1,7 @@
-package etcd
+// Package etcdversion reads etcd versions from strings and image tags and
+// says which version changes etcd supports, for the builders and the
+// topology plan alike.
+package etcdversion
 
 import (
 	"fmt"
@@ -26,9 +29,9 @@ func (v Version) less(o Version) bool {
 	return v.Patch < o.Patch
 }
 
-// ParseVersion parses "3.6.16", "v3.6.16" or "v3.6.16-rc.1" (the
+// Parse parses "3.6.16", "v3.6.16" or "v3.6.16-rc.1" (the
 // pre-release is ignored).
-func ParseVersion(s string) (Version, bool) {
+func Parse(s string) (Version, bool) {
 	s = strings.TrimPrefix(s, "v")
 	s, _, _ = strings.Cut(s, "-")
 	s, _, _ = strings.Cut(s, "+")
@@ -47,16 +50,16 @@ func ParseVersion(s string) (Version, bool) {
 	return Version{n[0], n[1], n[2]}, true
 }
 
-// ImageVersion is the etcd version an image's tag names
+// OfImage is the etcd version an image's tag names
 // ("quay.io/coreos/etcd:v3.6.16", "registry:5000/etcd:3.5.21-custom"); false
 // when the tag names none (a digest, "latest").
-func ImageVersion(image string) (Version, bool) {
+func OfImage(image string) (Version, bool) {
 	image, _, _ = strings.Cut(image, "@")
 	i := strings.LastIndex(image, ":")
 	if i < 0 || strings.Contains(image[i:], "/") {
 		return Version{}, false
 	}
-	return ParseVersion(image[i+1:])
+	return Parse(image[i+1:])
 }
 
 // minimumBeforeMinor is the patch release a minor version must run before
