@@ -30,10 +30,8 @@ const authRecheck = 5 * time.Second
 // Authentication condition and how soon to look again (0 when it is done).
 func (r *PKIReconciler) authentication(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (metav1.Condition, time.Duration, error) {
 	want := c.Spec.Security.AuthEnabled()
-	cond := metav1.Condition{Type: etcdv1alpha1.ConditionAuthentication, ObservedGeneration: c.Generation}
 	unknown := func(reason, msg string) (metav1.Condition, time.Duration, error) {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, reason, msg
-		return cond, authRecheck, nil
+		return authCondition(c, reason, msg), authRecheck, nil
 	}
 	if c.Status.ClusterID == "" {
 		return unknown(etcdv1alpha1.ReasonNotFormed, "The cluster has not formed yet")
@@ -55,7 +53,7 @@ func (r *PKIReconciler) authentication(ctx context.Context, c *etcdv1alpha1.Etcd
 		password := ""
 		if !c.Spec.Security.OperatorClientCert() {
 			if password, err = r.ensureRootPassword(ctx, c); err != nil {
-				return cond, 0, err
+				return metav1.Condition{}, 0, err
 			}
 		}
 		if err := ec.EnableAuth(ctx, password); err != nil {
@@ -68,14 +66,25 @@ func (r *PKIReconciler) authentication(ctx context.Context, c *etcdv1alpha1.Etcd
 		}
 		r.event(c, corev1.EventTypeNormal, "AuthDisabled", "Disabled etcd authentication: spec.security.enableAuth is off")
 	}
-	if want {
+	return authCondition(c, "", ""), 0, nil
+}
+
+// authCondition is the Authentication condition of c: Unknown for
+// unknownReason with msg while the operator cannot tell or change etcd's
+// authentication, else whether it is on, as spec.security.enableAuth asks.
+func authCondition(c *etcdv1alpha1.EtcdCluster, unknownReason, msg string) metav1.Condition {
+	cond := metav1.Condition{Type: etcdv1alpha1.ConditionAuthentication, ObservedGeneration: c.Generation}
+	switch {
+	case unknownReason != "":
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, unknownReason, msg
+	case c.Spec.Security.AuthEnabled():
 		cond.Status, cond.Reason = metav1.ConditionTrue, etcdv1alpha1.ReasonEnabled
 		cond.Message = "etcd authentication is on: only the root user (the operator, by " + rootIdentity(c) + ") and users granted roles may read and write"
-		return cond, 0, nil
+	default:
+		cond.Status, cond.Reason = metav1.ConditionFalse, etcdv1alpha1.ReasonDisabled
+		cond.Message = "etcd authentication is off: every client that reaches the members may read and write everything; set spec.security.enableAuth to turn it on"
 	}
-	cond.Status, cond.Reason = metav1.ConditionFalse, etcdv1alpha1.ReasonDisabled
-	cond.Message = "etcd authentication is off: every client that reaches the members may read and write everything; set spec.security.enableAuth to turn it on"
-	return cond, 0, nil
+	return cond
 }
 
 // rootIdentity says how root authenticates on cluster c.

@@ -25,10 +25,41 @@ type healthReport struct {
 }
 
 // assess turns a probe into the members' status and the health
-// conditions. Members that did not answer say why; when no member answers
-// at all, the report says so and lists no member as healthy.
+// conditions, each set by its own function. Members that did not answer
+// say why; when no member answers at all, the report says so and lists no
+// member as healthy.
 func assess(c *etcdv1alpha1.EtcdCluster, p probe, now time.Time) healthReport {
+	voters, healthy := voterCounts(p)
+	return healthReport{
+		members: memberStatuses(c, p, now),
+		conditions: []metav1.Condition{
+			quorumCondition(c, p),
+			degradedCondition(c, p),
+			alarmCondition(c, p),
+		},
+		quorum: p.members != nil && healthy >= etcdv1alpha1.Quorum(voters),
+	}
+}
+
+// unreachable is the message of every health condition when no member
+// answers.
+func unreachable(p probe) string { return fmt.Sprintf("No member answers: %v", p.err) }
+
+// memberStatuses is the status of each member, sorted by name. When no
+// member answers, the members of the last status stay listed as
+// unreachable: nothing of the last good probe is kept but who they are.
+func memberStatuses(c *etcdv1alpha1.EtcdCluster, p probe, now time.Time) []etcdv1alpha1.MemberStatus {
 	probed := metav1.NewTime(now)
+	if p.members == nil {
+		var out []etcdv1alpha1.MemberStatus
+		for _, was := range c.Status.Members {
+			out = append(out, etcdv1alpha1.MemberStatus{
+				Name: was.Name, ID: was.ID, PeerURLs: was.PeerURLs, ClientURLs: was.ClientURLs,
+				LastError: unreachable(p), LastProbeTime: &probed,
+			})
+		}
+		return out
+	}
 	statusOf := map[uint64]etcd.Status{}
 	for _, st := range p.statuses {
 		statusOf[st.MemberID] = st
@@ -37,84 +68,100 @@ func assess(c *etcdv1alpha1.EtcdCluster, p probe, now time.Time) healthReport {
 	for _, a := range p.alarms {
 		alarmsOf[a.MemberID] = append(alarmsOf[a.MemberID], a.Type)
 	}
-	var r healthReport
-	var sick []string
-	voters, healthyVoters := 0, 0
+	var out []etcdv1alpha1.MemberStatus
 	for _, m := range p.members {
-		name := memberName(c, m)
-		st, answered := statusOf[m.ID]
-		err, checked := p.health[m.ID]
-		healthy := checked && err == nil
 		ms := etcdv1alpha1.MemberStatus{
-			Name: name, ID: etcd.FormatID(m.ID), Role: role(m, p.leader), Healthy: healthy,
-			PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, LastProbeTime: &probed,
+			Name: memberName(c, m), ID: etcd.FormatID(m.ID), Role: role(m, p.leader), Healthy: memberAnswers(p, m),
+			PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, LastProbeTime: &probed, LastError: memberError(p, m),
 		}
-		if answered {
+		if st, answered := statusOf[m.ID]; answered {
 			ms.Version, ms.DBSize, ms.DBSizeInUse, ms.RaftTerm, ms.RaftIndex = st.Version, st.DBSize, st.DBSizeInUse, st.RaftTerm, st.RaftIndex
 		}
 		if as := alarmsOf[m.ID]; len(as) > 0 {
 			ms.Alarms = slices.Sorted(slices.Values(as))
 		}
-		switch {
-		case !checked:
-			ms.LastError = "the member has not started yet"
-		case err != nil:
-			ms.LastError = err.Error()
-		}
-		if !m.IsLearner {
-			voters++
-			if healthy {
-				healthyVoters++
-			}
-		}
-		if !healthy && m.Name != "" {
-			sick = append(sick, name+": "+ms.LastError)
-		}
-		r.members = append(r.members, ms)
+		out = append(out, ms)
 	}
-	slices.SortFunc(r.members, func(a, b etcdv1alpha1.MemberStatus) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b etcdv1alpha1.MemberStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
 
-	cond := func(t string, ok bool, reason, msg string) metav1.Condition {
-		s := metav1.ConditionFalse
-		if ok {
-			s = metav1.ConditionTrue
-		}
-		return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: c.Generation}
+// memberAnswers tells whether a member answered the health check.
+func memberAnswers(p probe, m etcd.Member) bool {
+	err, checked := p.health[m.ID]
+	return checked && err == nil
+}
+
+// memberError is why a member is not healthy; "" when it is.
+func memberError(p probe, m etcd.Member) string {
+	err, checked := p.health[m.ID]
+	switch {
+	case !checked:
+		return "the member has not started yet"
+	case err != nil:
+		return err.Error()
 	}
+	return ""
+}
+
+// voterCounts counts the voting members and those of them that are
+// healthy.
+func voterCounts(p probe) (voters, healthy int) {
+	for _, m := range p.members {
+		if m.IsLearner {
+			continue
+		}
+		voters++
+		if memberAnswers(p, m) {
+			healthy++
+		}
+	}
+	return voters, healthy
+}
+
+// healthCondition is a health condition of c, True when ok.
+func healthCondition(c *etcdv1alpha1.EtcdCluster, typ string, ok bool, reason, msg string) metav1.Condition {
+	s := metav1.ConditionFalse
+	if ok {
+		s = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: c.Generation}
+}
+
+// quorumCondition tells whether a quorum of voters answers linearizable
+// reads.
+func quorumCondition(c *etcdv1alpha1.EtcdCluster, p probe) metav1.Condition {
 	if p.members == nil {
-		msg := fmt.Sprintf("No member answers: %v", p.err)
-		// The members stay listed, as unreachable: nothing of the last good
-		// probe is kept but who they are.
-		for _, was := range c.Status.Members {
-			r.members = append(r.members, etcdv1alpha1.MemberStatus{
-				Name: was.Name, ID: was.ID, PeerURLs: was.PeerURLs, ClientURLs: was.ClientURLs,
-				LastError: msg, LastProbeTime: &probed,
-			})
+		return healthCondition(c, etcdv1alpha1.ConditionQuorumAvailable, false, etcdv1alpha1.ReasonUnreachable, unreachable(p))
+	}
+	voters, healthy := voterCounts(p)
+	msg := fmt.Sprintf("%d of %d voting members answer linearizable reads; %d needed", healthy, voters, etcdv1alpha1.Quorum(voters))
+	if healthy >= etcdv1alpha1.Quorum(voters) {
+		return healthCondition(c, etcdv1alpha1.ConditionQuorumAvailable, true, etcdv1alpha1.ReasonQuorumHealthy, msg)
+	}
+	return healthCondition(c, etcdv1alpha1.ConditionQuorumAvailable, false, etcdv1alpha1.ReasonQuorumLost, msg)
+}
+
+// degradedCondition names the members that answer for another etcd
+// cluster or do not answer at all; members not started yet are not sick.
+func degradedCondition(c *etcdv1alpha1.EtcdCluster, p probe) metav1.Condition {
+	if p.members == nil {
+		return healthCondition(c, etcdv1alpha1.ConditionDegraded, true, etcdv1alpha1.ReasonUnreachable, unreachable(p))
+	}
+	if ids := foreignEndpoints(p); len(ids) > 0 {
+		return healthCondition(c, etcdv1alpha1.ConditionDegraded, true, etcdv1alpha1.ReasonClusterIDMismatch, "Members answer for different etcd clusters: "+strings.Join(ids, "; "))
+	}
+	var sick []string
+	for _, m := range p.members {
+		if !memberAnswers(p, m) && m.Name != "" {
+			sick = append(sick, memberName(c, m)+": "+memberError(p, m))
 		}
-		r.conditions = []metav1.Condition{
-			cond(etcdv1alpha1.ConditionQuorumAvailable, false, etcdv1alpha1.ReasonUnreachable, msg),
-			cond(etcdv1alpha1.ConditionDegraded, true, etcdv1alpha1.ReasonUnreachable, msg),
-			{Type: etcdv1alpha1.ConditionAlarm, Status: metav1.ConditionUnknown, Reason: etcdv1alpha1.ReasonUnreachable, Message: msg, ObservedGeneration: c.Generation},
-		}
-		return r
 	}
-	r.quorum = healthyVoters >= etcdv1alpha1.Quorum(voters)
-	quorumMsg := fmt.Sprintf("%d of %d voting members answer linearizable reads; %d needed", healthyVoters, voters, etcdv1alpha1.Quorum(voters))
-	if r.quorum {
-		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionQuorumAvailable, true, etcdv1alpha1.ReasonQuorumHealthy, quorumMsg))
-	} else {
-		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionQuorumAvailable, false, etcdv1alpha1.ReasonQuorumLost, quorumMsg))
+	if len(sick) > 0 {
+		slices.Sort(sick)
+		return healthCondition(c, etcdv1alpha1.ConditionDegraded, true, etcdv1alpha1.ReasonMembersUnhealthy, "Unhealthy: "+strings.Join(sick, "; "))
 	}
-	switch ids := foreignEndpoints(p); {
-	case len(ids) > 0:
-		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionDegraded, true, etcdv1alpha1.ReasonClusterIDMismatch, "Members answer for different etcd clusters: "+strings.Join(ids, "; ")))
-	case len(sick) > 0:
-		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionDegraded, true, etcdv1alpha1.ReasonMembersUnhealthy, "Unhealthy: "+strings.Join(sick, "; ")))
-	default:
-		r.conditions = append(r.conditions, cond(etcdv1alpha1.ConditionDegraded, false, etcdv1alpha1.ReasonAllMembersHealthy, fmt.Sprintf("All %d members answer", len(p.members))))
-	}
-	r.conditions = append(r.conditions, alarmCondition(c, p))
-	return r
+	return healthCondition(c, etcdv1alpha1.ConditionDegraded, false, etcdv1alpha1.ReasonAllMembersHealthy, fmt.Sprintf("All %d members answer", len(p.members)))
 }
 
 func role(m etcd.Member, leader uint64) etcdv1alpha1.MemberRole {
@@ -143,6 +190,10 @@ func foreignEndpoints(p probe) []string {
 // alarm types, such as NOSPACE or CORRUPT_NOSPACE.
 func alarmCondition(c *etcdv1alpha1.EtcdCluster, p probe) metav1.Condition {
 	cond := metav1.Condition{Type: etcdv1alpha1.ConditionAlarm, Status: metav1.ConditionFalse, Reason: etcdv1alpha1.ReasonNoAlarms, Message: "No member raised an alarm", ObservedGeneration: c.Generation}
+	if p.members == nil {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, etcdv1alpha1.ReasonUnreachable, unreachable(p)
+		return cond
+	}
 	if p.alarmsErr != nil {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, etcdv1alpha1.ReasonAlarmsUnknown, "Listing alarms: "+p.alarmsErr.Error()
 		return cond
