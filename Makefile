@@ -57,7 +57,8 @@ CERT_MANAGER_CONTROLLER ?= $(LOCALBIN)/cert-manager-controller-$(CERT_MANAGER_VE
 ETCD_MEMBER_VERSIONS ?= v3.6.16 v3.5.21 v3.5.12
 LOCALCLUSTER ?= $(LOCALBIN)/localcluster
 LOCALCLUSTER_STATE ?= $(CURDIR)/.localcluster
-LOCALCLUSTER_NODES ?= 3
+# Five nodes: TestLostZone puts 5 members on nodes of their own and stops two.
+LOCALCLUSTER_NODES ?= 5
 ETCD ?= $(LOCALBIN)/etcd-$(ETCD_VERSION)
 # envtest looks for binaries by their plain names in one directory.
 ENVTEST_ASSETS ?= $(LOCALBIN)/envtest-$(KUBERNETES_VERSION)-etcd-$(ETCD_VERSION)

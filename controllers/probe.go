@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -91,16 +92,25 @@ func probeMembers(ctx context.Context, newClient EtcdClientFactory, c *etcdv1alp
 			p.leader, p.version = st.Leader, st.Version
 		}
 	}
-	lc, err := newClient(ctx, c, answering)
-	if err != nil {
-		p.err = err
-		return p
+	// The member list comes from the most advanced member that gives it:
+	// one whose data was wiped, or that lags, is never taken as the truth.
+	var lc etcd.Client
+	for _, ep := range mostAdvanced(p.statuses) {
+		if lc, err = newClient(ctx, c, []string{ep}); err != nil {
+			p.err = err
+			return p
+		}
+		if p.clusterID, p.members, p.err = lc.MemberList(ctx); p.err == nil {
+			break
+		}
+		_ = lc.Close()
+		lc = nil
 	}
-	defer func() { _ = lc.Close() }()
-	if p.clusterID, p.members, p.err = lc.MemberList(ctx); p.err != nil {
+	if lc == nil {
 		p.members = nil
 		return p
 	}
+	defer func() { _ = lc.Close() }()
 	parallel(p.members, func(m etcd.Member) {
 		if len(m.ClientURLs) == 0 {
 			return // a learner that has not started
@@ -114,6 +124,25 @@ func probeMembers(ctx context.Context, newClient EtcdClientFactory, c *etcdv1alp
 		p.alarms, p.alarmsErr = lc.Alarms(ctx)
 	}
 	return p
+}
+
+// mostAdvanced orders the endpoints that answered by how far their
+// member's raft log goes, the furthest first: by committed index (a
+// partitioned member may have raised its term but not its index), then
+// term, then endpoint, so the order is stable.
+func mostAdvanced(statuses map[string]etcd.Status) []string {
+	eps := slices.Collect(maps.Keys(statuses))
+	slices.SortFunc(eps, func(a, b string) int {
+		sa, sb := statuses[a], statuses[b]
+		if c := cmp.Compare(sb.RaftIndex, sa.RaftIndex); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(sb.RaftTerm, sa.RaftTerm); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	return eps
 }
 
 // parallel calls f on every item at once and waits for all.

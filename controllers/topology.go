@@ -156,15 +156,25 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 			// Only a member that never ran gets a new claim: one that ran
 			// must find its data, or be replaced.
 			if ok, err := r.createClaim(ctx, c, claim); err != nil || !ok {
-				return waitRequeue, err
+				return waitRequeue, refused("claim", claim.Name, err)
 			}
 		}
 		pod := builder.MemberPod(c, builder.Member{Name: a.member, ClusterState: state, InitialCluster: a.initialCluster, TrustBundleHash: o.trustHash})
 		if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
-			return 0, fmt.Errorf("creating Pod %s: %w", pod.Name, err)
+			return 0, refused("Pod", pod.Name, err)
 		}
 		logger.Info("Created member Pod")
 		r.event(c, corev1.EventTypeNormal, "MemberPodCreated", "Created Pod %s (%s)", a.member, a.reason)
+		return stepRequeue, nil
+	case actSealSeed:
+		pod := o.pods[a.member]
+		patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		pod = pod.DeepCopy()
+		pod.Annotations[etcdv1alpha1.AnnotationInitialClusterState] = builder.ClusterStateExisting
+		if err := r.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
+			return 0, fmt.Errorf("sealing the seed %s: %w", a.member, err)
+		}
+		logger.Info("Sealed the seed")
 		return stepRequeue, nil
 	case actRoll:
 		pod := o.pods[a.member]
@@ -221,17 +231,15 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 		r.event(c, corev1.EventTypeNormal, "MemberPromoted", "Promoted %s to a voting member", a.member)
 		return stepRequeue, nil
 	case actMoveLeader:
-		voters, _ := split(o.members)
-		for _, v := range voters {
-			if v.ID != a.id {
-				if err := ec.MoveLeader(ctx, v.ID); err != nil {
-					return 0, fmt.Errorf("moving leadership away from %s: %w", a.member, err)
-				}
-				r.event(c, corev1.EventTypeNormal, "LeaderMoved", "Moved leadership from %s to %s: %s", a.member, memberName(c, v), a.reason)
-				return stepRequeue, nil
-			}
+		to, ok := leaderSuccessor(o, a.id)
+		if !ok {
+			return waitRequeue, nil
 		}
-		return waitRequeue, nil
+		if err := ec.MoveLeader(ctx, to.ID); err != nil {
+			return 0, fmt.Errorf("moving leadership away from %s: %w", a.member, err)
+		}
+		r.event(c, corev1.EventTypeNormal, "LeaderMoved", "Moved leadership from %s to %s: %s", a.member, memberName(c, to), a.reason)
+		return stepRequeue, nil
 	case actRemove:
 		err := ec.Remove(ctx, a.id)
 		if errors.Is(err, etcd.ErrUnhealthyCluster) {
@@ -251,6 +259,45 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 		return stepRequeue, nil
 	}
 	return 0, fmt.Errorf("unknown step %s", a.kind)
+}
+
+// refusedRequeue is how soon a pass retries an object the API server
+// refused: its cause (a missing PriorityClass, a quota) sends no event the
+// operator watches.
+const refusedRequeue = 10 * time.Second
+
+// refusalError is the API server's refusal of an object a step creates
+// (admission, quota, validation): it is shown in the cluster's conditions
+// and events, not only in the operator's log.
+type refusalError struct {
+	kind, name string
+	err        error
+}
+
+func (e *refusalError) Error() string {
+	return fmt.Sprintf("the API server refused %s %s: %v", e.kind, e.name, e.err)
+}
+
+func (e *refusalError) Unwrap() error { return e.err }
+
+// refused wraps err as a refusalError when the API server refused the
+// object (forbidden or invalid), else as a plain error; nil stays nil.
+func refused(kind, name string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
+		return &refusalError{kind: kind, name: name, err: err}
+	}
+	return fmt.Errorf("creating %s %s: %w", kind, name, err)
+}
+
+// refusalStep turns a refused step into a refusal the status shows: what
+// was refused, why, and that the operator retries once the cause is gone.
+func refusalStep(a action, e *refusalError) action {
+	return action{kind: actRefuse, member: a.member, refusal: etcdv1alpha1.ReasonMemberPodRefused, reason: fmt.Sprintf(
+		"%s (step %s). The operator retries every %s: fix the cause (create what the message names, raise the quota, or change spec.podTemplate or spec.storage)",
+		e.Error(), a.kind, refusedRequeue)}
 }
 
 // growClaims grows the members' claims in place to the template's storage

@@ -3,6 +3,8 @@ package controllers
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -79,17 +81,26 @@ func (r *TopologyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_
 		return ctrl.Result{}, err
 	}
 	step := certificatesWait(observed, plan(observed))
+	var wait time.Duration
+	var actErr error
+	if !cluster.IsPaused() {
+		wait, actErr = r.act(ctx, cluster, observed, step)
+		if refusal := (*refusalError)(nil); errors.As(actErr, &refusal) {
+			step, wait, actErr = refusalStep(step, refusal), refusedRequeue, nil
+			r.event(cluster, corev1.EventTypeWarning, step.refusal, "%s", step.reason)
+		}
+	}
+	// The status says what the pass did, or what the API server refused.
 	status := topologyStatus(observed, step)
 	status.conditions = append(status.conditions, conditions.ConfigurationWarning(cluster, claimsRefused))
 	if err := applyStatus(ctx, r.Client, cluster, TopologyFieldManager, status); err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, errors.Join(actErr, err)
 	}
 	if cluster.IsPaused() {
 		return ctrl.Result{}, nil
 	}
-	wait, err := r.act(ctx, cluster, observed, step)
-	if err != nil {
-		return ctrl.Result{}, err
+	if actErr != nil {
+		return ctrl.Result{}, actErr
 	}
 	r.CrashPoints.Hit(string(step.kind))
 	log.FromContext(ctx).V(1).Info("Reconciled cluster", "step", step.String())

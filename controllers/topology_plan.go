@@ -76,6 +76,7 @@ const (
 	actDeletePod  actionKind = "DeletePod"
 	actMoveLeader actionKind = "MoveLeader"
 	actRoll       actionKind = "RollMember"
+	actSealSeed   actionKind = "SealSeed"
 	actRefuse     actionKind = "Refuse"
 	actBlocked    actionKind = "Blocked"
 )
@@ -137,6 +138,17 @@ func plan(o observed) action {
 	}
 	voters, learners := split(o.members)
 
+	// Once the cluster has formed, no member may found a new one: a seed
+	// whose data is wiped later would come back as a cluster of its own,
+	// with the same member and cluster IDs.
+	for _, name := range slices.Sorted(maps.Keys(o.pods)) {
+		p := o.pods[name]
+		if m, ok := byName[name]; ok && m.Name != "" && p.DeletionTimestamp == nil &&
+			p.Annotations[etcdv1alpha1.AnnotationInitialClusterState] == builder.ClusterStateNew {
+			return action{kind: actSealSeed, member: name, reason: "the cluster has formed: its seed " + name + " restarts as a member of it from now on"}
+		}
+	}
+
 	// A Pod that stopped for good (evicted, say) goes; its member is then
 	// judged like one whose Pod was deleted.
 	for _, name := range slices.Sorted(maps.Keys(o.pods)) {
@@ -167,9 +179,13 @@ func plan(o observed) action {
 		}
 	}
 	// A Pod without a member goes (a crash between removing the member and
-	// deleting its Pod), but only when every other Pod answered for this
-	// cluster: a member list from the wrong members must never cost data.
-	// On a lost node it is deleted at once, or it would stay Terminating.
+	// deleting its Pod), but only when every other Pod that can answer
+	// answered for this cluster: a member list from the wrong members must
+	// never cost data. On a lost node it is deleted at once, or it would
+	// stay Terminating. While one waits for confirmation, the steps below
+	// that mend membership go on (a lost zone must not stop the
+	// replacement of its other members); scaling down and rolling wait.
+	var strayWait *action
 	for _, name := range slices.Sorted(maps.Keys(o.pods)) {
 		p := o.pods[name]
 		lost := o.lostNodes[p.Spec.NodeName]
@@ -177,7 +193,10 @@ func plan(o observed) action {
 			continue
 		}
 		if silent := unconfirmed(o, name); len(silent) > 0 {
-			return action{kind: actWait, reason: fmt.Sprintf("Pod %s is not an etcd member, but %s did not confirm the member list yet", name, strings.Join(silent, ", "))}
+			if strayWait == nil {
+				strayWait = &action{kind: actWait, member: name, reason: fmt.Sprintf("Pod %s is not an etcd member, but %s did not confirm the member list yet", name, strings.Join(silent, ", "))}
+			}
+			continue
 		}
 		if lost {
 			return action{kind: actDeletePod, member: name, force: true, reason: fmt.Sprintf("Pod %s is not an etcd member and its node %s is lost", name, p.Spec.NodeName)}
@@ -188,7 +207,7 @@ func plan(o observed) action {
 	if len(learners) > 0 {
 		l := learners[0]
 		name := memberName(c, l)
-		if len(voters) >= want || learnerStuck(o, name) {
+		if (len(voters) >= want && !surging(o, voters)) || learnerStuck(o, name) {
 			return action{kind: actRemove, member: name, id: l.ID, reason: "learner " + name + " is not needed any more or its Pod did not become Ready in " + learnerStartTimeout.String()}
 		}
 		return action{kind: actPromote, member: name, id: l.ID, reason: "learner " + name + " waits to be promoted"}
@@ -217,22 +236,37 @@ func plan(o observed) action {
 			return action{kind: actBlocked, member: name, reason: "cannot add " + name + ": " + err.Error()}
 		}
 		return action{kind: actAddLearner, member: name, reason: fmt.Sprintf("%d of %d members", len(voters), want)}
+	case strayWait != nil:
+		// Scaling down and rolling wait; the mending above did not.
+		return *strayWait
 	case len(voters) > want:
-		victim, ok := etcd.RemovalCandidate(voters, o.healthy, o.leader, func(a, b etcd.Member) int {
+		victim, ok := etcd.RemovalCandidate(removable(o, voters), o.healthy, o.leader, func(a, b etcd.Member) int {
 			return ordinal(c, memberName(c, a)) - ordinal(c, memberName(c, b))
 		})
 		if !ok {
 			return action{kind: actWait, reason: "no member to remove"}
 		}
 		name := memberName(c, victim.Member)
+		if o.healthy[victim.Member.ID] {
+			// Removing a healthy member takes capacity away: the others
+			// serve first, or clients of the client Service (which routes
+			// to Ready Pods) would find no member.
+			if other, ok := unreadyVoter(o, voters, victim.Member.ID); ok {
+				return action{kind: actWait, member: other, reason: fmt.Sprintf("removing %s waits for the Pod of %s to be Ready", name, other)}
+			}
+		}
 		if victim.MoveLeaderFirst {
 			return action{kind: actMoveLeader, member: name, id: victim.Member.ID, reason: "the leader is leaving"}
 		}
 		if err := etcd.CanRemove(o.members, o.healthy, victim.Member.ID); err != nil {
 			return action{kind: actBlocked, member: name, reason: "cannot remove " + name + ": " + err.Error()}
 		}
+		why := string(victim.Reason)
+		if slices.Contains(outdatedPods(o), name) {
+			why = "outdated"
+		}
 		return action{kind: actRemove, member: name, id: victim.Member.ID,
-			reason: fmt.Sprintf("%d members for %d replicas (%s)", len(voters), want, victim.Reason)}
+			reason: fmt.Sprintf("%d members for %d replicas (%s)", len(voters), want, why)}
 	}
 	if a, ok := planRoll(o, voters); ok {
 		return a
@@ -268,38 +302,99 @@ func checkVersions(o observed) (action, bool) {
 	return action{}, false
 }
 
-// planRoll rolls one member whose Pod was built from an older spec or
-// started with an older trust bundle:
-// only when membership matches the spec, every voter answers and every
-// Pod is Ready; followers first, by name, the leader last, after moving
-// its leadership away. The member comes back from its claim, or, with an
-// emptyDir, is replaced by a fresh member.
-func planRoll(o observed, voters []etcd.Member) (action, bool) {
-	c := o.cluster
-	specHash := builder.PodSpecHash(c)
+// outdatedPods lists, by name, the Pods not being deleted that were built
+// from an older spec or started with an older trust bundle.
+func outdatedPods(o observed) []string {
+	specHash := builder.PodSpecHash(o.cluster)
 	var outdated []string
 	for _, name := range slices.Sorted(maps.Keys(o.pods)) {
 		if p := o.pods[name]; p.DeletionTimestamp == nil && o.outdated(p, specHash) {
 			outdated = append(outdated, name)
 		}
 	}
+	return outdated
+}
+
+// rollsBySurge tells whether a roll replaces a member by first adding a
+// new one (a learner, then promoted) and only then removing the old one,
+// rather than restarting the member in place from its claim. An emptyDir
+// member cannot restart in place: its data goes with its Pod, so rolling
+// it is a replacement. A member with a claim restarts in place only when
+// the other voters keep a quorum while it is down; with one or two voters
+// they do not.
+func rollsBySurge(c *etcdv1alpha1.EtcdCluster, voters int) bool {
+	return !c.Spec.Storage.UsesPersistentStorage() || voters-1 < etcdv1alpha1.Quorum(voters)
+}
+
+// surging tells whether the cluster has the members spec.replicas asks
+// for but rolls by surge and has outdated voters left: it then needs one
+// member more than spec.replicas until an outdated one is removed.
+func surging(o observed, voters []etcd.Member) bool {
+	if len(voters) != int(o.cluster.DesiredReplicas()) || !rollsBySurge(o.cluster, len(voters)) {
+		return false
+	}
+	for _, name := range outdatedPods(o) {
+		if slices.ContainsFunc(voters, func(m etcd.Member) bool { return memberName(o.cluster, m) == name }) {
+			return true
+		}
+	}
+	return false
+}
+
+// removable are the voters a scale-down (or the end of a surge) may
+// remove: all of them while one is unhealthy (a sick member goes first),
+// else the outdated ones when there are any, so that a member built from
+// the current spec is never removed in place of an outdated one.
+func removable(o observed, voters []etcd.Member) []etcd.Member {
+	outdated := outdatedPods(o)
+	var old []etcd.Member
+	for _, m := range voters {
+		if !o.healthy[m.ID] {
+			return voters
+		}
+		if slices.Contains(outdated, memberName(o.cluster, m)) {
+			old = append(old, m)
+		}
+	}
+	if len(old) == 0 {
+		return voters
+	}
+	return old
+}
+
+// planRoll rolls one member whose Pod was built from an older spec or
+// started with an older trust bundle, only when membership matches the
+// spec, every voter answers and every Pod is Ready. By surge (see
+// rollsBySurge) it adds the member that replaces an outdated one; the
+// outdated one is then removed as a member too many, the leader last.
+// In place it deletes a follower's Pod, by name, the leader's last after
+// moving its leadership away; the member comes back from its claim.
+func planRoll(o observed, voters []etcd.Member) (action, bool) {
+	c := o.cluster
+	outdated := outdatedPods(o)
 	if len(outdated) == 0 {
 		return action{}, false
 	}
 	progress := fmt.Sprintf("%d of %d members up to date", len(o.pods)-len(outdated), len(o.pods))
 	for _, name := range slices.Sorted(maps.Keys(o.pods)) {
-		if o.pods[name].DeletionTimestamp != nil {
+		// A member's Pod rolled in place must be gone before it is built
+		// again; the Pod of a member a surge removed holds nothing up.
+		if o.pods[name].DeletionTimestamp != nil && slices.ContainsFunc(voters, func(m etcd.Member) bool { return memberName(c, m) == name }) {
 			return action{kind: actWait, member: name, reason: fmt.Sprintf("rolling waits for Pod %s to finish terminating (%s)", name, progress)}, true
 		}
-	}
-	if len(voters) == 1 && !c.Spec.Storage.UsesPersistentStorage() {
-		return action{kind: actBlocked, member: outdated[0], reason: "cannot roll " + outdated[0] + ": the only member of a cluster on emptyDir would lose every key; scale to 3 members first, or keep the old spec"}, true
 	}
 	for _, m := range voters {
 		name := memberName(c, m)
 		if p, ok := o.pods[name]; !o.healthy[m.ID] || !ok || !podReady(p) {
 			return action{kind: actWait, member: name, reason: fmt.Sprintf("rolling waits for every member to be healthy and Ready (%s is not; %s)", name, progress)}, true
 		}
+	}
+	if rollsBySurge(c, len(voters)) {
+		name := nextMemberName(c, o)
+		if err := etcd.CanAdd(o.members, o.healthy); err != nil {
+			return action{kind: actBlocked, member: name, reason: "cannot add " + name + " to replace an outdated member: " + err.Error()}, true
+		}
+		return action{kind: actAddLearner, member: name, reason: fmt.Sprintf("rolling by surge: %s joins before an outdated member leaves (%s)", name, progress)}, true
 	}
 	leader := ""
 	for _, m := range voters {
@@ -317,12 +412,50 @@ func planRoll(o observed, voters []etcd.Member) (action, bool) {
 	return action{kind: actRoll, member: next, reason: fmt.Sprintf("rolling %s to the current spec (%s)", next, progress)}, true
 }
 
+// unreadyVoter names a voter other than except whose Pod is missing or
+// not Ready, false when there is none.
+func unreadyVoter(o observed, voters []etcd.Member, except uint64) (string, bool) {
+	for _, m := range voters {
+		name := memberName(o.cluster, m)
+		if p, ok := o.pods[name]; m.ID != except && (!ok || !podReady(p)) {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// leaderSuccessor is the voter leadership moves to from the member from:
+// a healthy voter built from the current spec when there is one (so that
+// a roll does not move leadership twice), else any healthy voter; false
+// when there is none.
+func leaderSuccessor(o observed, from uint64) (etcd.Member, bool) {
+	voters, _ := split(o.members)
+	outdated := outdatedPods(o)
+	var fallback *etcd.Member
+	for i, v := range voters {
+		if p, ok := o.pods[memberName(o.cluster, v)]; v.ID == from || !o.healthy[v.ID] || !ok || !podReady(p) {
+			continue
+		}
+		if !slices.Contains(outdated, memberName(o.cluster, v)) {
+			return v, true
+		}
+		if fallback == nil {
+			fallback = &voters[i]
+		}
+	}
+	if fallback == nil {
+		return etcd.Member{}, false
+	}
+	return *fallback, true
+}
+
 // unconfirmed lists the Pods other than except whose member did not report
-// the member list's cluster ID in this pass.
+// the member list's cluster ID in this pass, leaving out the Pods on lost
+// nodes: they cannot answer, and their members are judged by the others.
 func unconfirmed(o observed, except string) []string {
 	var silent []string
 	for _, name := range slices.Sorted(maps.Keys(o.pods)) {
-		if name == except {
+		if name == except || o.lostNodes[o.pods[name].Spec.NodeName] {
 			continue
 		}
 		if id, ok := o.clusterIDs[builder.ClientURL(o.cluster, name)]; !ok || id != o.clusterID {
@@ -385,11 +518,19 @@ func podReady(p *corev1.Pod) bool {
 }
 
 // planWithoutEtcd decides what to do when no member answers: found the
-// cluster when it has no Pods and no claims; bring back members whose
-// claims survived their Pods (a quorum may need them to answer again);
-// else wait for the members to come up.
+// cluster when it has no Pods and no claims, or when it never formed (no
+// cluster ID recorded) and its seed has no Pod: a claim is no evidence of
+// member data until a member started on it, and the seed's first Pod may
+// have been refused after its claim was created. Else bring back members
+// whose claims survived their Pods (a quorum may need them to answer
+// again), or wait for the members to come up.
 func planWithoutEtcd(o observed) action {
 	c := o.cluster
+	seed := fmt.Sprintf("%s-0", c.Name)
+	if _, ok := o.pods[seed]; !ok && o.claims[seed] && c.Status.ClusterID == "" {
+		return action{kind: actCreateSeed, member: seed, initialCluster: builder.InitialCluster(map[string]string{seed: builder.PeerURL(c, seed)}),
+			reason: "the cluster has not formed yet and its seed has no Pod"}
+	}
 	for _, name := range slices.Sorted(maps.Keys(o.claims)) {
 		if _, ok := o.pods[name]; !ok {
 			peers := map[string]string{}
@@ -406,8 +547,7 @@ func planWithoutEtcd(o observed) action {
 				"every member of etcd cluster %s is gone with its data (no Pods, no claims); the operator does not put an empty cluster in its place on its own. Restore from a backup into a new EtcdCluster, or annotate this one with %s=%s to start an empty cluster",
 				lost, etcdv1alpha1.AnnotationStartEmpty, lost)}
 		}
-		name := fmt.Sprintf("%s-0", c.Name)
-		return action{kind: actCreateSeed, member: name, initialCluster: builder.InitialCluster(map[string]string{name: builder.PeerURL(c, name)}),
+		return action{kind: actCreateSeed, member: seed, initialCluster: builder.InitialCluster(map[string]string{seed: builder.PeerURL(c, seed)}),
 			reason: "the cluster has no members yet"}
 	}
 	return action{kind: actWait, reason: fmt.Sprintf("no member answers yet (%v)", o.etcdErr)}

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -40,6 +41,8 @@ type world struct {
 	// outdated Pods were built from an older spec; runs is the etcd version
 	// every member reports and image the spec's etcd image.
 	outdated []string
+	// seeds are Pods annotated to start as the founder of a new cluster.
+	seeds []string
 	// untrusting Pods were started with an older trust bundle.
 	untrusting []string
 	runs       string
@@ -90,6 +93,9 @@ func (w world) observed() observed {
 		pod.Annotations = map[string]string{etcdv1alpha1.AnnotationPodSpecHash: builder.PodSpecHash(c)}
 		if slices.Contains(w.outdated, p) {
 			pod.Annotations[etcdv1alpha1.AnnotationPodSpecHash] = "old"
+		}
+		if slices.Contains(w.seeds, p) {
+			pod.Annotations[etcdv1alpha1.AnnotationInitialClusterState] = builder.ClusterStateNew
 		}
 		if w.untrusting != nil {
 			o.trustHash = "bundle"
@@ -172,6 +178,8 @@ func TestPlan(t *testing.T) {
 		{"learner added, no Pod (crash after add)", world{replicas: 3, voters: []string{"a-0"}, unstarted: []string{"a-1"}, pods: []string{"a-0"}, leader: "a-0"}, actCreatePod, "a-1"},
 		{"learner started: promote", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0"}, actPromote, "a-1"},
 		{"unstarted learner with a Pod: promote when etcd accepts", world{replicas: 3, voters: []string{"a-0"}, unstarted: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0"}, actPromote, "a-1"},
+		{"the cluster formed: its seed is sealed", world{replicas: 3, voters: []string{"a-0"}, pods: []string{"a-0"}, seeds: []string{"a-0"}, leader: "a-0"}, actSealSeed, "a-0"},
+		{"a seed that has not started is not sealed", world{replicas: 3, unstarted: []string{"a-0"}, voters: []string{"a-1"}, pods: []string{"a-0", "a-1"}, seeds: []string{"a-0"}, leader: "a-1"}, actPromote, "a-0"},
 		{"names are never reused", world{replicas: 3, voters: []string{"a-0", "a-4"}, pods: []string{"a-0", "a-4"}, leader: "a-0"}, actAddLearner, "a-5"},
 		{"at strength", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0"}, actNone, ""},
 		{"scale down: the newest goes", world{replicas: 1, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0"}, actRemove, "a-2"},
@@ -187,8 +195,14 @@ func TestPlan(t *testing.T) {
 		{"a Pod that stopped for good goes", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, failed: []string{"a-2"}, leader: "a-0"}, actDeletePod, "a-2"},
 		{"a learner no longer needed is removed", world{replicas: 1, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0"}, actRemove, "a-1"},
 		{"a learner whose Pod never got Ready is removed", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0", oldPods: true, unready: []string{"a-1"}}, actRemove, "a-1"},
-		{"a stray Pod waits until every member confirmed the list", world{replicas: 1, voters: []string{"a-0", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", silent: []string{"a-2"}}, actWait, ""},
+		{"two of five lost with their nodes, one replaced: its Pod goes", world{replicas: 5, voters: []string{"a-0", "a-1", "a-2", "a-4"}, pods: []string{"a-0", "a-1", "a-2", "a-3", "a-4"}, leader: "a-0",
+			lost: []string{"a-3", "a-4"}, sick: []string{"a-4"}, silent: []string{"a-4"}, unready: []string{"a-3", "a-4"}}, actDeletePod, "a-3"},
+		{"two of five silent, one replaced: the other is replaced too", world{replicas: 5, voters: []string{"a-0", "a-1", "a-2", "a-4"}, pods: []string{"a-0", "a-1", "a-2", "a-3", "a-4"}, leader: "a-0",
+			sick: []string{"a-4"}, silent: []string{"a-4"}, unready: []string{"a-3", "a-4"}}, actRemove, "a-4"},
+		{"a stray Pod waits until every member confirmed the list", world{replicas: 1, voters: []string{"a-0", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", silent: []string{"a-2"}}, actWait, "a-1"},
 		{"no answer, claims without Pods: bring them back", world{replicas: 3, noEtcd: true, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0"}}, actCreatePod, "a-1"},
+		{"seed's claim, its Pod refused, never formed: found the cluster", world{replicas: 3, noEtcd: true, persistent: true, claims: []string{"a-0"}}, actCreateSeed, "a-0"},
+		{"seed's claim without a Pod after the cluster formed: bring it back", world{replicas: 1, noEtcd: true, persistent: true, claims: []string{"a-0"}, lostCluster: "1"}, actCreatePod, "a-0"},
 		{"claim member whose Pod was deleted: recreate it", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0"}, actCreatePod, "a-1"},
 		{"a member unhealthy past the timeout is replaced", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", sick: []string{"a-1"}, unready: []string{"a-1"}}, actRemove, "a-1"},
 		{"a Pod not Ready whose member answers stays", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", unready: []string{"a-1"}}, actNone, ""},
@@ -198,17 +212,25 @@ func TestPlan(t *testing.T) {
 		{"a removed member's Pod being deleted on a live node: its kubelet finishes", world{replicas: 3, voters: []string{"a-0", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", deleting: []string{"a-1"}}, actAddLearner, "a-3"},
 		{"every member and its data gone: refuse to start empty", world{replicas: 3, noEtcd: true, lostCluster: "1"}, actRefuse, etcdv1alpha1.ReasonDataLost},
 		{"every member gone, start-empty annotation: found anew", world{replicas: 3, noEtcd: true, lostCluster: "1", startEmpty: true}, actCreateSeed, "a-0"},
-		{"roll: a follower first", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0", "a-1", "a-2"}}, actRoll, "a-1"},
-		{"roll: the leader last, after moving leadership", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0"}}, actMoveLeader, "a-0"},
+		{"roll in place: a follower first", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0", "a-1", "a-2"}}, actRoll, "a-1"},
+		{"roll in place: the leader last, after moving leadership", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0"}}, actMoveLeader, "a-0"},
 		{"roll: waits for every member to be healthy", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-1"}, sick: []string{"a-2"}}, actWait, "a-2"},
 		{"roll: waits for every Pod to be Ready", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-1"}, unready: []string{"a-2"}, notReadyFor: time.Second}, actWait, "a-2"},
 		{"roll: membership first", world{replicas: 3, voters: []string{"a-0", "a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0", outdated: []string{"a-1"}}, actAddLearner, "a-2"},
 		{"roll: waits for the rolled Pod to be gone", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0", "a-2"}, deleting: []string{"a-1"}}, actWait, "a-1"},
-		{"roll: a member started with an older trust bundle", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", untrusting: []string{"a-2"}}, actRoll, "a-2"},
+		{"roll in place: a member started with an older trust bundle", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", untrusting: []string{"a-2"}}, actRoll, "a-2"},
 		{"roll: nothing when every member trusts the bundle", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", untrusting: []string{}}, actNone, ""},
-		{"roll: a lone emptyDir member would lose its data", world{replicas: 1, voters: []string{"a-0"}, pods: []string{"a-0"}, leader: "a-0", outdated: []string{"a-0"}}, actBlocked, "a-0"},
-		{"roll: a lone member with a claim", world{replicas: 1, voters: []string{"a-0"}, pods: []string{"a-0"}, claims: []string{"a-0"}, persistent: true, leader: "a-0", outdated: []string{"a-0"}}, actRoll, "a-0"},
-		{"upgrade 3.5 -> 3.6", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-1"}, runs: "3.5.21", image: "quay.io/coreos/etcd:v3.6.16"}, actRoll, "a-1"},
+		{"roll: a lone emptyDir member surges", world{replicas: 1, voters: []string{"a-0"}, pods: []string{"a-0"}, leader: "a-0", outdated: []string{"a-0"}}, actAddLearner, "a-1"},
+		{"roll: a lone member with a claim surges", world{replicas: 1, voters: []string{"a-0"}, pods: []string{"a-0"}, claims: []string{"a-0"}, persistent: true, leader: "a-0", outdated: []string{"a-0"}}, actAddLearner, "a-1"},
+		{"roll: two members with claims surge", world{replicas: 2, voters: []string{"a-0", "a-1"}, pods: []string{"a-0", "a-1"}, claims: []string{"a-0", "a-1"}, persistent: true, leader: "a-0", outdated: []string{"a-1"}}, actAddLearner, "a-2"},
+		{"roll: emptyDir members surge", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0", "a-1", "a-2"}}, actAddLearner, "a-3"},
+		{"surge: the new member's learner is promoted", world{replicas: 2, voters: []string{"a-0", "a-1"}, learners: []string{"a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0", "a-1"}}, actPromote, "a-2"},
+		{"surge: a learner is not needed once no voter is outdated", world{replicas: 2, voters: []string{"a-0", "a-1"}, learners: []string{"a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0"}, actRemove, "a-2"},
+		{"surge: an outdated follower leaves first", world{replicas: 2, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0", "a-1"}}, actRemove, "a-1"},
+		{"surge: removal waits for the new member's Pod to be Ready", world{replicas: 2, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0", "a-1"}, unready: []string{"a-2"}, notReadyFor: time.Second}, actWait, "a-2"},
+		{"surge: an outdated leader hands over, then leaves", world{replicas: 2, voters: []string{"a-0", "a-2", "a-3"}, pods: []string{"a-0", "a-2", "a-3"}, leader: "a-0", outdated: []string{"a-0"}}, actMoveLeader, "a-0"},
+		{"scale down: an outdated member goes before a newer one", world{replicas: 2, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, claims: []string{"a-0", "a-1", "a-2"}, persistent: true, leader: "a-0", outdated: []string{"a-1"}}, actRemove, "a-1"},
+		{"upgrade 3.5 -> 3.6", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-1"}, runs: "3.5.21", image: "quay.io/coreos/etcd:v3.6.16"}, actRoll, "a-1"},
 		{"upgrade 3.5 -> 3.7 refused", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-1"}, runs: "3.5.21", image: "quay.io/coreos/etcd:v3.7.0"}, actRefuse, etcdv1alpha1.ReasonUpgradeRefused},
 		{"downgrade refused, scale-up too", world{replicas: 5, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", runs: "3.6.16", image: "quay.io/coreos/etcd:v3.5.21"}, actRefuse, etcdv1alpha1.ReasonUpgradeRefused},
 		{"claim member whose Pod and claim were deleted: replace it", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0", sick: []string{"a-1"}}, actRemove, "a-1"},
@@ -307,4 +329,85 @@ func without(list []string, item string) []string {
 		}
 	}
 	return out
+}
+
+// TestRollKeepsQuorum rolls clusters of 1 to 5 members, on emptyDir and on
+// claims, to a new spec, applying each planned step as a perfect world
+// would, and checks after every step that the voters whose Pods run are a
+// quorum of the voters: no roll may cost the cluster its quorum.
+func TestRollKeepsQuorum(t *testing.T) {
+	t.Parallel()
+	for n := 1; n <= 5; n++ {
+		for _, persistent := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%d members, claims %v", n, persistent), func(t *testing.T) {
+				t.Parallel()
+				steps, err := simulateRoll(n, persistent)
+				if err != nil {
+					t.Fatalf("%v; steps: %v", err, steps)
+				}
+			})
+		}
+	}
+}
+
+// simulateRoll rolls a cluster of n members whose Pods are all outdated
+// and returns the steps it took, or the step that broke the quorum.
+func simulateRoll(n int, persistent bool) ([]string, error) {
+	w := world{replicas: int32(n), persistent: persistent, leader: "a-0"}
+	for i := range n {
+		name := fmt.Sprintf("a-%d", i)
+		w.voters, w.pods, w.outdated = append(w.voters, name), append(w.pods, name), append(w.outdated, name)
+		if persistent {
+			w.claims = append(w.claims, name)
+		}
+	}
+	var steps []string
+	for range 20 * n {
+		o := w.observed()
+		a := plan(o)
+		steps = append(steps, a.String())
+		switch a.kind {
+		case actNone:
+			if len(w.outdated) > 0 || len(w.voters) != n {
+				return steps, fmt.Errorf("stable with voters %v and outdated Pods %v", w.voters, w.outdated)
+			}
+			return steps, nil
+		case actAddLearner:
+			w.unstarted = append(w.unstarted, a.member)
+		case actCreatePod:
+			w.pods, w.sick = append(w.pods, a.member), without(w.sick, a.member)
+			if persistent && !slices.Contains(w.claims, a.member) {
+				w.claims = append(w.claims, a.member)
+			}
+		case actPromote:
+			w.voters, w.unstarted = append(w.voters, a.member), without(w.unstarted, a.member)
+		case actRemove:
+			if a.member == w.leader {
+				return steps, fmt.Errorf("removed the leader %s without moving its leadership", a.member)
+			}
+			w.voters, w.unstarted = without(w.voters, a.member), without(w.unstarted, a.member)
+		case actDeletePod:
+			w.pods, w.claims, w.outdated = without(w.pods, a.member), without(w.claims, a.member), without(w.outdated, a.member)
+		case actRoll:
+			w.pods, w.outdated, w.sick = without(w.pods, a.member), without(w.outdated, a.member), append(w.sick, a.member)
+		case actMoveLeader:
+			to, ok := leaderSuccessor(o, a.id)
+			if !ok {
+				return steps, fmt.Errorf("no member to move leadership to")
+			}
+			w.leader = to.Name
+		default:
+			return steps, fmt.Errorf("unexpected step %s", a)
+		}
+		up := 0
+		for _, v := range w.voters {
+			if slices.Contains(w.pods, v) {
+				up++
+			}
+		}
+		if up < etcdv1alpha1.Quorum(len(w.voters)) {
+			return steps, fmt.Errorf("after %s only %d of %d voters run, below the quorum of %d", a, up, len(w.voters), etcdv1alpha1.Quorum(len(w.voters)))
+		}
+	}
+	return steps, fmt.Errorf("no end after %d steps", len(steps))
 }

@@ -74,6 +74,10 @@ const (
 	// ReasonDataLost (Ready, Progressing): every member and its data are
 	// gone.
 	ReasonDataLost = "DataLost"
+	// ReasonMemberPodRefused (Ready, Progressing): the API server refused a
+	// member's Pod or claim (admission, quota, a missing PriorityClass);
+	// the operator retries until the cause is gone.
+	ReasonMemberPodRefused = "MemberPodRefused"
 
 	// ReasonStable (Progressing): membership matches spec.replicas. While
 	// the operator changes the cluster, the reason names its step.

@@ -23,6 +23,13 @@ const AnnotationPodSpecHash = "etcd.aenix.io/pod-spec-hash"
 // bundle's is rolled.
 const AnnotationTrustBundleHash = "etcd.aenix.io/trust-bundle-hash"
 
+// AnnotationInitialClusterState is the annotation that holds, on a member
+// Pod, etcd's --initial-cluster-state: "new" on the seed until the cluster
+// has formed, "existing" on every other member and on the seed after. etcd
+// reads it from the Pod each time its container starts (the downward API),
+// so a seed whose data is wiped later can never found a new cluster.
+const AnnotationInitialClusterState = "etcd.aenix.io/initial-cluster-state"
+
 // AnnotationPaused is the annotation that, set to "true" on an EtcdCluster,
 // stops the operator from changing anything of the cluster (membership,
 // Pods, maintenance) until it is removed; the status keeps being reported.

@@ -36,6 +36,9 @@ const (
 const (
 	ClusterStateNew      = "new"
 	ClusterStateExisting = "existing"
+	// InitialClusterStateEnv is the environment variable etcd reads
+	// --initial-cluster-state from.
+	InitialClusterStateEnv = "ETCD_INITIAL_CLUSTER_STATE"
 )
 
 // Member is what a member Pod needs besides the cluster's spec.
@@ -128,6 +131,7 @@ func MemberPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 		pod.Annotations = map[string]string{}
 	}
 	pod.Annotations[etcdv1alpha1.AnnotationPodSpecHash] = PodSpecHash(c)
+	pod.Annotations[etcdv1alpha1.AnnotationInitialClusterState] = m.ClusterState
 	if m.TrustBundleHash != "" {
 		pod.Annotations[etcdv1alpha1.AnnotationTrustBundleHash] = m.TrustBundleHash
 	}
@@ -237,6 +241,12 @@ func etcdContainer(c *etcdv1alpha1.EtcdCluster, m Member) corev1.Container {
 		Image:   DefaultEtcdImage,
 		Command: []string{"etcd"},
 		Args:    EtcdArgs(c, m),
+		// --initial-cluster-state, from the Pod's annotation when the
+		// container starts: the seed's turns "existing" once the cluster
+		// formed (see AnnotationInitialClusterState).
+		Env: []corev1.EnvVar{{Name: InitialClusterStateEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+			APIVersion: "v1", FieldPath: "metadata.annotations['" + etcdv1alpha1.AnnotationInitialClusterState + "']",
+		}}}},
 		Ports: []corev1.ContainerPort{
 			{Name: ClientPortName, ContainerPort: ClientPort, Protocol: corev1.ProtocolTCP},
 			{Name: PeerPortName, ContainerPort: PeerPort, Protocol: corev1.ProtocolTCP},
@@ -264,7 +274,6 @@ func EtcdArgs(c *etcdv1alpha1.EtcdCluster, m Member) []string {
 		"--initial-advertise-peer-urls=" + PeerURL(c, m.Name),
 		"--advertise-client-urls=" + ClientURL(c, m.Name),
 		"--initial-cluster=" + m.InitialCluster,
-		"--initial-cluster-state=" + m.ClusterState,
 		"--initial-cluster-token=" + ClusterToken(c),
 	}
 	args = append(args, tlsArgs(c)...)

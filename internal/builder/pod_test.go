@@ -50,12 +50,21 @@ func TestMemberPodIdentity(t *testing.T) {
 		"--initial-advertise-peer-urls=http://a-0.a-headless.ns.svc:2380",
 		"--advertise-client-urls=http://a-0.a-headless.ns.svc:2379",
 		"--initial-cluster=a-0=http://a-0.a-headless.ns.svc:2380",
-		"--initial-cluster-state=new",
 		"--initial-cluster-token=a-uid",
 		"--listen-metrics-urls=http://0.0.0.0:2381",
 	} {
 		if !slices.Contains(etcd.Args, want) {
 			t.Errorf("args %v lack %s", etcd.Args, want)
+		}
+	}
+	// The state comes from an annotation the operator turns to "existing"
+	// once the cluster formed; a flag would keep "new" for good.
+	checkEqual(t, pod.Annotations[etcdv1alpha1.AnnotationInitialClusterState], "new")
+	checkEqual(t, etcd.Env[0].Name, "ETCD_INITIAL_CLUSTER_STATE")
+	checkEqual(t, etcd.Env[0].ValueFrom.FieldRef.FieldPath, "metadata.annotations['etcd.aenix.io/initial-cluster-state']")
+	for _, a := range etcd.Args {
+		if strings.HasPrefix(a, "--initial-cluster-state") {
+			t.Errorf("args set %s", a)
 		}
 	}
 	checkEqual(t, etcd.LivenessProbe.HTTPGet.Path, "/livez")
@@ -156,7 +165,7 @@ func TestMemberPodTemplate(t *testing.T) {
 	etcd := pod.Spec.Containers[0]
 	checkEqual(t, etcd.Image, "quay.io/coreos/etcd:v3.5.21")
 	checkEqual(t, etcd.Resources.Limits, limits)
-	checkEqual(t, etcd.Env, []corev1.EnvVar{{Name: "GOMAXPROCS", Value: "1"}})
+	checkEqual(t, etcd.Env[1:], []corev1.EnvVar{{Name: "GOMAXPROCS", Value: "1"}})
 	checkEqual(t, etcd.Command, []string{"etcd"})
 	if !strings.HasPrefix(etcd.Args[0], "--name=") {
 		t.Errorf("the template replaced the operator's args: %v", etcd.Args)

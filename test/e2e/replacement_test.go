@@ -60,6 +60,7 @@ const (
 	deletePod         fault = iota // data kept with a claim, gone with an emptyDir
 	deletePodAndClaim              // data gone
 	wipeData                       // data wiped under the running member, which restarts
+	wipeSeed                       // wipeData, to the member that founded the cluster
 	stopNode                       // the member's node stops and does not come back
 )
 
@@ -86,6 +87,11 @@ func TestMemberReplacement(t *testing.T) {
 		// time; one that keeps failing is replaced after the timeout.
 		{"wiped-emptydir", etcdv1alpha1.StorageSpec{}, wipeData, resynced},
 		{"wiped-claim", etcdv1alpha1.StorageSpec{VolumeClaimTemplate: replacementClaim()}, wipeData, resynced},
+		// The seed, wiped, must never found a cluster of its own again (it
+		// once came back as one, with the same member and cluster IDs, and
+		// its member list made the operator delete the others' Pods): it
+		// fails to start and is replaced.
+		{"wiped-seed", etcdv1alpha1.StorageSpec{}, wipeSeed, freshMember},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,6 +108,72 @@ func TestMemberReplacement(t *testing.T) {
 // Pods on it down too.
 func TestMemberReplacementNodeLost(t *testing.T) {
 	harmAndAwaitComeback(t, "node-lost", etcdv1alpha1.StorageSpec{VolumeClaimTemplate: replacementClaim()}, stopNode, freshMember)
+}
+
+// TestLostZone stops the nodes of two members of a 5-member cluster for
+// good, as a lost zone would, while a writer writes: both members are
+// replaced and the cluster returns to 5 healthy members with every
+// acknowledged write. (The operator once replaced the first and then
+// waited for ever for the second, silent member to confirm the member
+// list before deleting the first one's Pod, leaving 4 voters with one
+// dead: no fault tolerance.)
+//
+// Runs alone (no t.Parallel): stopped nodes take every other test's Pods
+// on them down too.
+func TestLostZone(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	const name = "zone"
+	cluster := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: etcdv1alpha1.EtcdClusterSpec{
+			Replicas:               ptr.To[int32](5),
+			UnhealthyMemberTimeout: &metav1.Duration{Duration: 15 * time.Second},
+			PodTemplate:            etcdv1alpha1.PodTemplate{Spec: etcdv1alpha1.PodSpec{Affinity: spreadMembers(name)}},
+		},
+	}
+	if err := k8sClient.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(cluster)
+	awaitReady(ctx, t, key, 5)
+	cli := etcdClient(ctx, t, ns, name)
+	if _, err := cli.Put(ctx, "/e2e/kept", "yes"); err != nil {
+		t.Fatal(err)
+	}
+	finish := startWriter(ctx, t, cli)
+	victims := pickVictims(ctx, t, ns, name, true, 2)
+	start := time.Now()
+	for _, v := range victims {
+		harm(ctx, t, v, stopNode)
+	}
+	support.Eventually(t, 5*time.Minute, "the cluster to return to 5 healthy members without the lost ones", func() error {
+		ids := memberIDs(ctx, t, cli)
+		if len(ids) != 5 {
+			return fmt.Errorf("members %v", ids)
+		}
+		for _, v := range victims {
+			if _, back := ids[v.Name]; back {
+				return fmt.Errorf("%s is still a member: %v", v.Name, ids)
+			}
+		}
+		for member := range ids {
+			pod := &corev1.Pod{}
+			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: member}, pod); err != nil {
+				return fmt.Errorf("member %q: %w", member, err)
+			}
+			if !podReady(pod) {
+				return fmt.Errorf("the Pod of %s is not Ready yet", member)
+			}
+		}
+		return nil
+	})
+	awaitReady(ctx, t, key, 5)
+	t.Logf("full strength %s after losing the nodes of %s and %s", time.Since(start).Round(time.Second), victims[0].Name, victims[1].Name)
+	finish()
+	if resp, err := cli.Get(ctx, "/e2e/kept"); err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the data written before is gone: %v %v", resp, err)
+	}
 }
 
 // sameMemberTimeout is spec.unhealthyMemberTimeout where a harmed member
@@ -152,6 +224,12 @@ func harmAndAwaitComeback(t *testing.T, name string, storage etcdv1alpha1.Storag
 	before := memberIDs(ctx, t, cli)
 	finish := startWriter(ctx, t, cli)
 	victim := pickVictim(ctx, t, ns, name, f == stopNode)
+	if f == wipeSeed {
+		victim = &corev1.Pod{}
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-0"}, victim); err != nil {
+			t.Fatal(err)
+		}
+	}
 	start := time.Now()
 	harm(ctx, t, victim, f)
 	support.Eventually(t, 4*time.Minute, "the cluster to return to 3 healthy members", func() error {
@@ -212,17 +290,26 @@ func spreadMembers(cluster string) *corev1.Affinity {
 
 // pickVictim picks a member Pod that shares its node with no other member
 // of its cluster and, when its node is to be stopped, not with the
-// operator either, so that the fault harms only it.
+// operator or cert-manager either, so that the fault harms only it.
 func pickVictim(ctx context.Context, t *testing.T, ns, cluster string, nodeStops bool) *corev1.Pod {
 	t.Helper()
+	return pickVictims(ctx, t, ns, cluster, nodeStops, 1)[0]
+}
+
+// pickVictims picks n member Pods as pickVictim does, each on a node of
+// its own.
+func pickVictims(ctx context.Context, t *testing.T, ns, cluster string, nodeStops bool, n int) []*corev1.Pod {
+	t.Helper()
 	busy := map[string]int{}
-	operators := &corev1.PodList{}
-	if err := k8sClient.List(ctx, operators, client.InNamespace("etcd-operator-system")); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range operators.Items {
-		if nodeStops {
-			busy[p.Spec.NodeName] += 10
+	if nodeStops {
+		for _, shared := range []string{"etcd-operator-system", "cert-manager"} {
+			pods := &corev1.PodList{}
+			if err := k8sClient.List(ctx, pods, client.InNamespace(shared)); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range pods.Items {
+				busy[p.Spec.NodeName] += 10
+			}
 		}
 	}
 	members := &corev1.PodList{}
@@ -232,13 +319,16 @@ func pickVictim(ctx context.Context, t *testing.T, ns, cluster string, nodeStops
 	for _, p := range members.Items {
 		busy[p.Spec.NodeName]++
 	}
-	for _, p := range members.Items {
-		if busy[p.Spec.NodeName] == 1 {
-			return &p
+	var victims []*corev1.Pod
+	for i := range members.Items {
+		if p := &members.Items[i]; busy[p.Spec.NodeName] == 1 && len(victims) < n {
+			victims = append(victims, p)
 		}
 	}
-	t.Fatalf("no member has a node of its own: %v", busy)
-	return nil
+	if len(victims) < n {
+		t.Fatalf("fewer than %d members have a node of their own: %v", n, busy)
+	}
+	return victims
 }
 
 // harm does f to the member Pod victim.
@@ -261,7 +351,7 @@ func harm(ctx context.Context, t *testing.T, victim *corev1.Pod, f fault) {
 		if err := k8sClient.Delete(ctx, victim); err != nil {
 			t.Fatal(err)
 		}
-	case wipeData:
+	case wipeData, wipeSeed:
 		inject(localcluster.Fault{Action: localcluster.FaultWipe, Namespace: victim.Namespace, Pod: victim.Name, Volume: builder.DataVolumeName})
 		inject(localcluster.Fault{Action: localcluster.FaultKill, Namespace: victim.Namespace, Pod: victim.Name, Container: builder.EtcdContainerName})
 	case stopNode:

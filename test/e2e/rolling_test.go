@@ -39,37 +39,58 @@ func memberPods(ctx context.Context, t *testing.T, key client.ObjectKey) []corev
 }
 
 // availability samples a cluster's member Pods until stopped and remembers
-// the fewest Ready at any time.
+// the fewest Ready at any time, and each change of which Pods are Ready.
 type availability struct {
-	mu     sync.Mutex
-	fewest int
-	stop   func()
-	done   chan struct{}
+	mu       sync.Mutex
+	fewest   int
+	timeline []string
+	stop     func()
+	done     chan struct{}
 }
 
 func watchAvailability(ctx context.Context, t *testing.T, key client.ObjectKey) *availability {
 	a := &availability{fewest: 1 << 30, done: make(chan struct{})}
 	wctx, stop := context.WithCancel(ctx)
 	a.stop = stop
+	start, last := time.Now(), ""
 	go func() {
 		defer close(a.done)
 		for wctx.Err() == nil {
 			pods := &corev1.PodList{}
 			if err := k8sClient.List(wctx, pods, client.InNamespace(key.Namespace), client.MatchingLabels{etcdv1alpha1.LabelCluster: key.Name}); err == nil {
-				ready := 0
+				var ready, states []string
 				for i := range pods.Items {
-					if pods.Items[i].DeletionTimestamp == nil && podReady(&pods.Items[i]) {
-						ready++
+					p := &pods.Items[i]
+					state := "not Ready"
+					switch {
+					case p.DeletionTimestamp != nil:
+						state = "deleting"
+					case podReady(p):
+						state = "Ready"
+						ready = append(ready, p.Name)
 					}
+					states = append(states, p.Name+" "+state)
 				}
 				a.mu.Lock()
-				a.fewest = min(a.fewest, ready)
+				a.fewest = min(a.fewest, len(ready))
+				if now := strings.Join(states, ", "); now != last {
+					a.timeline = append(a.timeline, fmt.Sprintf("%5.1fs: %s", time.Since(start).Seconds(), now))
+					last = now
+				}
 				a.mu.Unlock()
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
 	}()
 	return a
+}
+
+// log prints when each Pod was Ready, not Ready or being deleted.
+func (a *availability) log(t *testing.T) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t.Logf("member Pods over time:\n%s", strings.Join(a.timeline, "\n"))
 }
 
 func (a *availability) finish() int {
@@ -175,10 +196,7 @@ func TestUpgrade35To36(t *testing.T) {
 		Spec: etcdv1alpha1.EtcdClusterSpec{
 			Replicas:    ptr.To[int32](3),
 			PodTemplate: etcdImage("quay.io/coreos/etcd:v3.5.21"),
-			Storage: etcdv1alpha1.StorageSpec{VolumeClaimTemplate: &etcdv1alpha1.EmbeddedPersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
-				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("128Mi")}},
-			}}},
+			Storage:     claimsOf(),
 		},
 	}
 	if err := k8sClient.Create(ctx, cluster); err != nil {
@@ -248,11 +266,82 @@ func TestUpgrade35To36(t *testing.T) {
 	assertRefused(ctx, t, cluster, "quay.io/coreos/etcd:v3.5.21", "etcdctl downgrade enable 3.5")
 }
 
+// claimsOf is storage on a claim of 128Mi per member.
+func claimsOf() etcdv1alpha1.StorageSpec {
+	return etcdv1alpha1.StorageSpec{VolumeClaimTemplate: &etcdv1alpha1.EmbeddedPersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("128Mi")}},
+	}}}
+}
+
+// TestRollBySurge changes an etcd option of emptyDir clusters of 1, 2 and
+// 3 members while a writer writes. Rolling an emptyDir member is a
+// replacement, done by surge: the new member joins before the old one
+// leaves, so every member stays Ready throughout, no acknowledged write is
+// lost, and the cluster ends with as many voters, all on the new flags.
+// (Deleting one Pod of two to rebuild it once cost the cluster its quorum
+// for good.)
+func TestRollBySurge(t *testing.T) {
+	t.Parallel()
+	for _, replicas := range []int32{1, 2, 3} {
+		t.Run(fmt.Sprintf("%d members", replicas), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			ns := newNamespace(ctx, t)
+			cluster := &etcdv1alpha1.EtcdCluster{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "surged"},
+				Spec:       etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To(replicas)},
+			}
+			if err := k8sClient.Create(ctx, cluster); err != nil {
+				t.Fatal(err)
+			}
+			key := client.ObjectKeyFromObject(cluster)
+			awaitReady(ctx, t, key, replicas)
+			// The client Service routes to Ready Pods: measure from when
+			// every member's Pod is.
+			support.Eventually(t, time.Minute, "every member Pod to be Ready", func() error {
+				for _, p := range memberPods(ctx, t, key) {
+					if !podReady(&p) {
+						return fmt.Errorf("%s is not Ready", p.Name)
+					}
+				}
+				return nil
+			})
+			before := map[types.UID]bool{}
+			for _, p := range memberPods(ctx, t, key) {
+				before[p.UID] = true
+			}
+			cli := etcdClient(ctx, t, ns, key.Name)
+			finish := startWriter(ctx, t, cli)
+			avail := watchAvailability(ctx, t, key)
+			patch := client.MergeFrom(cluster.DeepCopy())
+			cluster.Spec.Options = map[string]string{"snapshot-count": "5000"}
+			if err := k8sClient.Patch(ctx, cluster, patch); err != nil {
+				t.Fatal(err)
+			}
+			took := awaitRolled(ctx, t, key, replicas)
+			fewest := avail.finish()
+			finish()
+			t.Logf("rolled %d emptyDir members by surge in %s; fewest Ready members at any time: %d", replicas, took.Round(time.Second), fewest)
+			if fewest < int(replicas) {
+				avail.log(t)
+				t.Errorf("%d members were Ready at one point of the roll, want all %d: a surge adds the new member before the old one leaves", fewest, replicas)
+			}
+			for _, p := range memberPods(ctx, t, key) {
+				if before[p.UID] || !slices.Contains(p.Spec.Containers[0].Args, "--snapshot-count=5000") {
+					t.Errorf("Pod %s (old: %v) has args %v", p.Name, before[p.UID], p.Spec.Containers[0].Args)
+				}
+			}
+			assertMembers(ctx, t, cli, ns, int(replicas))
+		})
+	}
+}
+
 // TestRollOptionsAndResources changes etcd options and the etcd
-// container's resources of a live emptyDir cluster while paused (nothing
-// moves), then resumes: members are replaced one at a time, the operator
-// crashes right after rolling a member and resumes the roll, and every
-// member ends up with the new flags.
+// container's resources of a live cluster on claims while paused (nothing
+// moves), then resumes: members restart in place from their claims one at
+// a time, the operator crashes right after rolling a member and resumes
+// the roll, and every member ends up with the new flags.
 func TestRollOptionsAndResources(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -260,7 +349,7 @@ func TestRollOptionsAndResources(t *testing.T) {
 	ns := newNamespace(ctx, t)
 	cluster := &etcdv1alpha1.EtcdCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rolled"},
-		Spec:       etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3)},
+		Spec:       etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3), Storage: claimsOf()},
 	}
 	if err := k8sClient.Create(ctx, cluster); err != nil {
 		t.Fatal(err)
@@ -301,7 +390,7 @@ func TestRollOptionsAndResources(t *testing.T) {
 	took := awaitRolled(ctx, t, key, 3)
 	fewest := avail.finish()
 	finish()
-	t.Logf("rolled 3 emptyDir members in %s; fewest Ready members at any time: %d", took.Round(time.Second), fewest)
+	t.Logf("rolled 3 members in place in %s; fewest Ready members at any time: %d", took.Round(time.Second), fewest)
 	if fewest < 2 {
 		t.Errorf("%d members were Ready at one point of the roll, want at least 2 of 3", fewest)
 	}
