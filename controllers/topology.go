@@ -168,7 +168,9 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 		return stepRequeue, nil
 	case actSealSeed:
 		pod := o.pods[a.member]
-		patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		// A merge patch of the one annotation: the kubelet's status
+		// updates need not conflict with it.
+		patch := client.MergeFrom(pod.DeepCopy())
 		pod = pod.DeepCopy()
 		pod.Annotations[etcdv1alpha1.AnnotationInitialClusterState] = builder.ClusterStateExisting
 		if err := r.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -109,8 +110,10 @@ func awaitRolled(ctx context.Context, t *testing.T, key client.ObjectKey, replic
 		if err := k8sClient.Get(ctx, key, c); err != nil {
 			return err
 		}
-		if c.Status.UpdatedReplicas != replicas || c.Status.ReadyReplicas != replicas {
-			return fmt.Errorf("updated %d, ready %d", c.Status.UpdatedReplicas, c.Status.ReadyReplicas)
+		// One read, so the counts are of the pass that saw this spec.
+		ready := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionReady)
+		if ready == nil || ready.ObservedGeneration != c.Generation || c.Status.UpdatedReplicas != replicas || c.Status.ReadyReplicas != replicas {
+			return fmt.Errorf("updated %d, ready %d, Ready condition %v (generation %d)", c.Status.UpdatedReplicas, c.Status.ReadyReplicas, ready, c.Generation)
 		}
 		return nil
 	})
