@@ -27,7 +27,9 @@ const (
 	ConditionAlarm = "Alarm"
 
 	// ConditionAuthentication is True while etcd authentication is on, as
-	// spec.security.enableAuth asks.
+	// spec.security.enableAuth asks, and False while it is off as asked, or
+	// (reason TenantsExist) while the operator keeps it on against the
+	// spec because EtcdTenants name the cluster.
 	ConditionAuthentication = "Authentication"
 
 	// ConditionMaintenance is True while the operator compacts and
@@ -113,6 +115,11 @@ const (
 	ReasonEnabled = "Enabled"
 	// ReasonNotFormed (Authentication): the cluster has not formed yet.
 	ReasonNotFormed = "NotFormed"
+	// ReasonTenantsExist (Authentication): spec.security.enableAuth is
+	// false but etcd authentication stays on, because EtcdTenants name the
+	// cluster and turning it off would open their keys to every client;
+	// the message names them. It goes off once they are gone.
+	ReasonTenantsExist = "TenantsExist"
 
 	// ReasonCertificatesReady (CertificatesReady): every certificate is in
 	// its Secret and valid.
