@@ -39,7 +39,9 @@ const tenantResync = 5 * time.Minute
 // etcd role with read-write permission on exactly its prefix, a user
 // holding it, credentials (a client certificate through cert-manager with
 // the user as CN, and/or a password), and a connection Secret. Deleting a
-// tenant revokes the user and role and keeps or deletes its keys.
+// tenant revokes the user and role and keeps or deletes its keys. While
+// tenants name a cluster, the PKI reconciler keeps its etcd
+// authentication on (planAuth).
 type TenantReconciler struct {
 	client.Client
 	Recorder recorder.EventRecorder
@@ -100,6 +102,18 @@ func (r *TenantReconciler) setUp(ctx context.Context, t *etcdv1alpha1.EtcdTenant
 	if reason, msg := tenantBlocker(t, c, others.Items); reason != "" {
 		return tenantReady(t, metav1.ConditionFalse, reason, msg), 0, nil
 	}
+	ec, err := connectMembers(ctx, r.Client, r.NewEtcdClient, c)
+	if err != nil {
+		return tenantReady(t, metav1.ConditionFalse, etcdv1alpha1.ReasonEtcdUnreachable, fmt.Sprintf("Cannot reach EtcdCluster %s to create the tenant's user and role: %v", c.Name, err)), authRecheck, nil
+	}
+	defer func() { _ = ec.Close() }()
+	authOn, err := ec.AuthEnabled(ctx)
+	if err != nil {
+		return tenantReady(t, metav1.ConditionFalse, etcdv1alpha1.ReasonEtcdUnreachable, fmt.Sprintf("Cannot reach EtcdCluster %s to create the tenant's user and role: %v", c.Name, err)), authRecheck, nil
+	}
+	if reason, msg := authBlocker(c, authOn); reason != "" {
+		return tenantReady(t, metav1.ConditionFalse, reason, msg), 0, nil
+	}
 	var cert *corev1.Secret
 	if c.Spec.Security.ManagedTLS() {
 		if !r.CertManager {
@@ -141,11 +155,6 @@ func (r *TenantReconciler) setUp(ctx context.Context, t *etcdv1alpha1.EtcdTenant
 	if err := r.writeSecret(ctx, t, secret, connectionData(t, c, ca, cert, password)); err != nil {
 		return metav1.Condition{}, 0, err
 	}
-	ec, err := connectMembers(ctx, r.Client, r.NewEtcdClient, c)
-	if err != nil {
-		return tenantReady(t, metav1.ConditionFalse, etcdv1alpha1.ReasonEtcdUnreachable, fmt.Sprintf("Cannot reach EtcdCluster %s to create the tenant's user and role: %v", c.Name, err)), authRecheck, nil
-	}
-	defer func() { _ = ec.Close() }()
 	if err := ec.EnsureTenant(ctx, etcd.Tenant{User: t.UserName(), Prefix: t.EffectivePrefix(), Password: password}); err != nil {
 		return tenantReady(t, metav1.ConditionFalse, etcdv1alpha1.ReasonEtcdUnreachable, fmt.Sprintf("Creating the tenant's user and role on EtcdCluster %s: %v", c.Name, err)), authRecheck, nil
 	}
@@ -332,8 +341,10 @@ func (r *TenantReconciler) tenantsOfSecret(ctx context.Context, obj client.Objec
 }
 
 // clusterChangeForTenants lets through the cluster changes tenants
-// depend on: the spec, and whether authentication is on. The health
-// reconciler's status updates every few seconds are not among them.
+// depend on: the spec, and the Authentication condition's status and
+// reason, which change when etcd's authentication goes on or off. The
+// health reconciler's status updates every few seconds are not among
+// them.
 var clusterChangeForTenants = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	authOf := func(obj client.Object) string {
 		c, ok := obj.(*etcdv1alpha1.EtcdCluster)
@@ -341,7 +352,7 @@ var clusterChangeForTenants = predicate.Funcs{UpdateFunc: func(e event.UpdateEve
 			return ""
 		}
 		if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAuthentication); cond != nil {
-			return string(cond.Status)
+			return string(cond.Status) + "/" + cond.Reason
 		}
 		return ""
 	}

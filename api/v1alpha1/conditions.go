@@ -162,10 +162,11 @@ const (
 	ReasonTenantReady = "Ready"
 	// ReasonClusterNotFound: the tenant's cluster does not exist.
 	ReasonClusterNotFound = "ClusterNotFound"
-	// ReasonAuthDisabled: the cluster does not enable authentication.
+	// ReasonAuthDisabled: etcd authentication is off on the cluster, as
+	// its spec asks.
 	ReasonAuthDisabled = "AuthDisabled"
-	// ReasonWaitingForAuth: the cluster has not turned authentication on
-	// yet.
+	// ReasonWaitingForAuth: the cluster's spec asks for authentication but
+	// etcd does not have it on yet.
 	ReasonWaitingForAuth = "WaitingForAuth"
 	// ReasonNoIssuer: the cluster has no issuer for client certificates.
 	ReasonNoIssuer = "NoIssuer"
