@@ -23,7 +23,8 @@ const (
 // tenantBlocker says why tenant t may not use cluster c (nil when it does
 // not exist), as the API objects tell: c, and the other tenants of the
 // namespace; "" when nothing there stands in the way (authBlocker then
-// asks etcd). Every reason names what to do.
+// asks etcd). Every reason names what to do, and each is a refusal: the
+// tenant holds no etcd user or role while it lasts.
 func tenantBlocker(t *etcdv1alpha1.EtcdTenant, c *etcdv1alpha1.EtcdCluster, others []etcdv1alpha1.EtcdTenant) (reason, message string) {
 	if c == nil || !c.DeletionTimestamp.IsZero() {
 		return etcdv1alpha1.ReasonClusterNotFound, fmt.Sprintf("EtcdCluster %s does not exist in namespace %s: create it, or fix spec.clusterName", t.Spec.ClusterName, t.Namespace)

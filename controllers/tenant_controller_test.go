@@ -15,14 +15,15 @@ import (
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 	"github.com/etcd-operator/etcd-operator/internal/builder"
+	"github.com/etcd-operator/etcd-operator/internal/etcd"
 	"github.com/etcd-operator/etcd-operator/internal/etcd/fake"
 )
 
 // TestTenantLifecycle runs the tenant reconciler in a real manager against
 // a fake etcd: a tenant of a cluster with auth gets its user, role,
-// password and Secret; a tenant whose prefix lies inside it is refused;
-// deleting the tenants revokes them, keeping or deleting keys as their
-// retention policies say.
+// password and Secret; a tenant whose prefix lies inside it is refused and
+// loses the user and role an earlier pass gave it; deleting the tenants
+// revokes them, keeping or deleting keys as their retention policies say.
 func TestTenantLifecycle(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
@@ -55,11 +56,23 @@ func TestTenantLifecycle(t *testing.T) {
 		t.Errorf("Secret data %v", secret.Data)
 	}
 
+	// b comes with a user and role an earlier pass gave it (as when a
+	// and b are created in the same second and b, reconciled first, did
+	// not see a yet): refused, it loses them before the refusal shows.
+	if err := tenantEtcd.EnsureTenant(ctx, etcd.Tenant{User: "tenant-b", Prefix: "/a/b/", Password: "from an earlier pass"}); err != nil {
+		t.Fatal(err)
+	}
 	b := &etcdv1alpha1.EtcdTenant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b"}, Spec: etcdv1alpha1.EtcdTenantSpec{ClusterName: "shared", Prefix: "/a/b/"}}
 	if err := k8sClient.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
 	awaitTenant(ctx, t, client.ObjectKeyFromObject(b), etcdv1alpha1.ReasonPrefixOverlap)
+	if got, ok := tenantEtcd.Tenants()["tenant-b"]; ok {
+		t.Errorf("b is refused but etcd still holds its user and role: %+v", got)
+	}
+	if _, ok := tenantEtcd.Tenants()["tenant-a"]; !ok {
+		t.Error("a, which keeps its prefix, lost its user")
+	}
 
 	// a's keys overlap b's prefix: deleting a keeps them while b exists.
 	if err := k8sClient.Delete(ctx, a); err != nil {
@@ -89,7 +102,7 @@ func TestTenantLifecycle(t *testing.T) {
 // TestTenantWhileAuthIsKeptOn checks that a tenant follows etcd's
 // authentication, not the spec: it stays Ready while the operator keeps
 // authentication on for it although spec.security.enableAuth is cleared,
-// and once authentication is off it is refused.
+// and once authentication is off it is refused and holds no user or role.
 func TestTenantWhileAuthIsKeptOn(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
@@ -140,13 +153,17 @@ func TestTenantWhileAuthIsKeptOn(t *testing.T) {
 		}
 	}
 
-	// Authentication goes off (by hand here): the tenant is refused.
+	// Authentication goes off (by hand here): the tenant is refused and
+	// revoked.
 	if err := tenantEtcd.DisableAuth(ctx); err != nil {
 		t.Fatal(err)
 	}
 	setAuthCondition(ctx, t, c, metav1.ConditionFalse, etcdv1alpha1.ReasonDisabled)
 	for _, x := range []*etcdv1alpha1.EtcdTenant{tn, late} {
 		awaitTenant(ctx, t, client.ObjectKeyFromObject(x), etcdv1alpha1.ReasonAuthDisabled)
+		if _, ok := tenantEtcd.Tenants()[x.UserName()]; ok {
+			t.Errorf("%s is refused for authentication off but etcd still holds its user and role", x.Name)
+		}
 		if err := k8sClient.Delete(ctx, x); err != nil {
 			t.Fatal(err)
 		}

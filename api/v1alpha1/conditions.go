@@ -156,6 +156,10 @@ const (
 )
 
 // Reasons of an EtcdTenant's Ready condition (and ReasonIssuing).
+// ClusterNotFound, AuthDisabled, WaitingForAuth, NoIssuer and
+// PrefixOverlap are refusals: while one lasts the tenant holds no etcd
+// user or role. Issuing and EtcdUnreachable are waits that leave what
+// etcd holds as it is.
 const (
 	// ReasonTenantReady: the tenant's user, role and connection Secret are
 	// in place.
