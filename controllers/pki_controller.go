@@ -51,12 +51,13 @@ type PKIReconciler struct {
 // +kubebuilder:rbac:groups=cert-manager.io,resources=certificates;issuers,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=etcd.aenix.io,resources=etcdtenants,verbs=get;list;watch
 
 // Reconcile issues (managed mode) and checks the certificates of one
 // cluster, the topology reconciler's way: observe, plan
 // (pki.PlanCertificates, pure), act; then it turns etcd's authentication
-// on or off. Failures return an error; RequeueAfter is only for known
-// waits.
+// on or off (off only once no EtcdTenant names the cluster). Failures
+// return an error; RequeueAfter is only for known waits.
 func (r *PKIReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
 	defer func() { countError(req.Namespace, req.Name, "pki", err) }()
 	c := &etcdv1alpha1.EtcdCluster{}
@@ -175,6 +176,20 @@ func (r *PKIReconciler) clustersUsingSecret(ctx context.Context, obj client.Obje
 	return reqs
 }
 
+// clusterOfTenant maps an EtcdTenant to the cluster it names.
+func clusterOfTenant(_ context.Context, obj client.Object) []reconcile.Request {
+	t, ok := obj.(*etcdv1alpha1.EtcdTenant)
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: t.Namespace, Name: t.Spec.ClusterName}}}
+}
+
+// tenantComesOrGoes lets through the tenant events authentication
+// depends on: a tenant created keeps it on, the last one gone lets it go
+// off. Status updates are not among them.
+var tenantComesOrGoes = predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
+
 // SetupWithManager registers the reconciler with mgr. The Certificates it
 // owns are watched only when cert-manager's API is served.
 func (r *PKIReconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -184,6 +199,8 @@ func (r *PKIReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A member Pod created or deleted may be the last one to trust a
 		// new CA, which may then sign.
 		Owns(&corev1.Pod{}, ctrlbuilder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
+		// Authentication stays on while tenants name the cluster.
+		Watches(&etcdv1alpha1.EtcdTenant{}, handler.EnqueueRequestsFromMapFunc(clusterOfTenant), ctrlbuilder.WithPredicates(tenantComesOrGoes)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: clusterWorkers}).
 		Named("etcdcluster-pki")
 	if r.CertManager {

@@ -20,9 +20,11 @@ const (
 	keyPrefix    = "prefix"
 )
 
-// tenantBlocker says why tenant t cannot be set up on cluster c (nil when
-// it does not exist) next to the other tenants of the namespace, or ""
-// when nothing stands in the way. Every reason names what to do.
+// tenantBlocker says why tenant t may not use cluster c (nil when it does
+// not exist), as the API objects tell: c, and the other tenants of the
+// namespace; "" when nothing there stands in the way (authBlocker then
+// asks etcd). Every reason names what to do, and each is a refusal: the
+// tenant holds no etcd user or role while it lasts.
 func tenantBlocker(t *etcdv1alpha1.EtcdTenant, c *etcdv1alpha1.EtcdCluster, others []etcdv1alpha1.EtcdTenant) (reason, message string) {
 	if c == nil || !c.DeletionTimestamp.IsZero() {
 		return etcdv1alpha1.ReasonClusterNotFound, fmt.Sprintf("EtcdCluster %s does not exist in namespace %s: create it, or fix spec.clusterName", t.Spec.ClusterName, t.Namespace)
@@ -30,25 +32,38 @@ func tenantBlocker(t *etcdv1alpha1.EtcdTenant, c *etcdv1alpha1.EtcdCluster, othe
 	if other := overlappingTenant(t, others); other != nil {
 		return etcdv1alpha1.ReasonPrefixOverlap, fmt.Sprintf("Prefix %s overlaps prefix %s of EtcdTenant %s, which came first on EtcdCluster %s: give this tenant a prefix neither starts the other", t.EffectivePrefix(), other.EffectivePrefix(), other.Name, c.Name)
 	}
-	if !c.Spec.Security.AuthEnabled() {
-		return etcdv1alpha1.ReasonAuthDisabled, fmt.Sprintf("EtcdCluster %s runs without etcd authentication, so any client could read every tenant's keys: set spec.security.enableAuth: true on it", c.Name)
-	}
 	if c.Spec.Security.ClientCertAuth() && !c.Spec.Security.ManagedTLS() {
 		return etcdv1alpha1.ReasonNoIssuer, fmt.Sprintf("EtcdCluster %s requires client certificates signed by the CA in Secret %s, which the operator cannot issue: use spec.security.tls.certManager on the cluster", c.Name, c.Spec.Security.TLS.ClientTrustedCASecret)
-	}
-	if auth := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAuthentication); auth == nil || auth.Status != metav1.ConditionTrue {
-		why := "the operator has not turned it on yet"
-		if auth != nil {
-			why = auth.Message
-		}
-		return etcdv1alpha1.ReasonWaitingForAuth, fmt.Sprintf("Waiting for etcd authentication on EtcdCluster %s: %s", c.Name, why)
 	}
 	return "", ""
 }
 
+// authBlocker says why a tenant may not use cluster c while etcd's
+// authentication is on or not (authOn, as etcd itself answers), or ""
+// when it is on. Without it any client could read every tenant's keys.
+// It is on whenever the spec asks, once the operator has turned it on,
+// and also while the spec no longer asks but tenants keep it on
+// (planAuth): a tenant keeps working until it is deleted.
+func authBlocker(c *etcdv1alpha1.EtcdCluster, authOn bool) (reason, message string) {
+	switch {
+	case authOn:
+		return "", ""
+	case !c.Spec.Security.AuthEnabled():
+		return etcdv1alpha1.ReasonAuthDisabled, fmt.Sprintf("EtcdCluster %s runs without etcd authentication, so any client could read every tenant's keys: set spec.security.enableAuth: true on it", c.Name)
+	}
+	why := "the operator has not turned it on yet"
+	if auth := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAuthentication); auth != nil && auth.Status != metav1.ConditionTrue {
+		why = auth.Message
+	}
+	return etcdv1alpha1.ReasonWaitingForAuth, fmt.Sprintf("Waiting for etcd authentication on EtcdCluster %s: %s", c.Name, why)
+}
+
 // overlappingTenant is the tenant among others, on the same cluster and
-// created before t (by name on a tie), whose prefix overlaps t's: it keeps
-// its prefix and t is refused.
+// not being deleted, whose prefix overlaps t's and which came first: of
+// two overlapping tenants the older one keeps its prefix and its access
+// and t is refused. Creation times have a resolution of one second; of
+// two created in the same second, the one whose name sorts first counts
+// as older. A tenant being deleted yields to the others.
 func overlappingTenant(t *etcdv1alpha1.EtcdTenant, others []etcdv1alpha1.EtcdTenant) *etcdv1alpha1.EtcdTenant {
 	sorted := slices.Clone(others)
 	slices.SortFunc(sorted, func(a, b etcdv1alpha1.EtcdTenant) int {

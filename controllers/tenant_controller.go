@@ -38,8 +38,11 @@ const tenantResync = 5 * time.Minute
 // TenantReconciler gives each EtcdTenant its share of an EtcdCluster: an
 // etcd role with read-write permission on exactly its prefix, a user
 // holding it, credentials (a client certificate through cert-manager with
-// the user as CN, and/or a password), and a connection Secret. Deleting a
-// tenant revokes the user and role and keeps or deletes its keys.
+// the user as CN, and/or a password), and a connection Secret. A refused
+// tenant (tenantBlocker, authBlocker) holds no user or role. Deleting a
+// tenant revokes the user and role and keeps or deletes its keys. While
+// tenants name a cluster, the PKI reconciler keeps its etcd
+// authentication on (planAuth).
 type TenantReconciler struct {
 	client.Client
 	Recorder recorder.EventRecorder
@@ -89,16 +92,39 @@ func (r *TenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 	return ctrl.Result{RequeueAfter: wait}, r.writeStatus(ctx, t, cond)
 }
 
-// setUp is the step list of a pass: check what stands in the way, issue
-// the credentials, make etcd hold the user and role, write the connection
-// Secret. It returns the Ready condition and how soon to look again.
+// setUp is the step list of a pass: check what stands in the way (and
+// revoke a refused tenant), issue the credentials, make etcd hold the user
+// and role, write the connection Secret. It returns the Ready condition
+// and how soon to look again.
 func (r *TenantReconciler) setUp(ctx context.Context, t *etcdv1alpha1.EtcdTenant, c *etcdv1alpha1.EtcdCluster) (metav1.Condition, time.Duration, error) {
 	others := &etcdv1alpha1.EtcdTenantList{}
 	if err := r.List(ctx, others, client.InNamespace(t.Namespace)); err != nil {
 		return metav1.Condition{}, 0, err
 	}
-	if reason, msg := tenantBlocker(t, c, others.Items); reason != "" {
-		return tenantReady(t, metav1.ConditionFalse, reason, msg), 0, nil
+	reason, msg := tenantBlocker(t, c, others.Items)
+	if reason == etcdv1alpha1.ReasonClusterNotFound {
+		return tenantReady(t, metav1.ConditionFalse, reason, msg), 0, nil // no etcd left to hold anything
+	}
+	ec, err := connectMembers(ctx, r.Client, r.NewEtcdClient, c)
+	if err != nil {
+		return tenantUnreachable(t, c, reason, msg, err)
+	}
+	defer func() { _ = ec.Close() }()
+	authOn, err := ec.AuthEnabled(ctx)
+	if err != nil {
+		return tenantUnreachable(t, c, reason, msg, err)
+	}
+	if reason == "" {
+		reason, msg = authBlocker(c, authOn)
+	}
+	if reason != "" {
+		// A refused tenant holds no access: whatever user and role an
+		// earlier pass gave it go, on every pass, before the refusal is
+		// reported.
+		if err := ec.RemoveTenant(ctx, t.UserName()); err != nil {
+			return tenantUnreachable(t, c, reason, msg, err)
+		}
+		return tenantReady(t, metav1.ConditionFalse, reason, msg+"; until then the tenant has no etcd user or role"), 0, nil
 	}
 	var cert *corev1.Secret
 	if c.Spec.Security.ManagedTLS() {
@@ -141,11 +167,6 @@ func (r *TenantReconciler) setUp(ctx context.Context, t *etcdv1alpha1.EtcdTenant
 	if err := r.writeSecret(ctx, t, secret, connectionData(t, c, ca, cert, password)); err != nil {
 		return metav1.Condition{}, 0, err
 	}
-	ec, err := connectMembers(ctx, r.Client, r.NewEtcdClient, c)
-	if err != nil {
-		return tenantReady(t, metav1.ConditionFalse, etcdv1alpha1.ReasonEtcdUnreachable, fmt.Sprintf("Cannot reach EtcdCluster %s to create the tenant's user and role: %v", c.Name, err)), authRecheck, nil
-	}
-	defer func() { _ = ec.Close() }()
 	if err := ec.EnsureTenant(ctx, etcd.Tenant{User: t.UserName(), Prefix: t.EffectivePrefix(), Password: password}); err != nil {
 		return tenantReady(t, metav1.ConditionFalse, etcdv1alpha1.ReasonEtcdUnreachable, fmt.Sprintf("Creating the tenant's user and role on EtcdCluster %s: %v", c.Name, err)), authRecheck, nil
 	}
@@ -157,6 +178,17 @@ func (r *TenantReconciler) setUp(ctx context.Context, t *etcdv1alpha1.EtcdTenant
 		how = "user " + t.UserName() + " and its password"
 	}
 	return tenantReady(t, metav1.ConditionTrue, etcdv1alpha1.ReasonTenantReady, fmt.Sprintf("Secret %s connects to EtcdCluster %s with %s; read and write are allowed under %s only", t.ConnectionSecretName(), c.Name, how, t.EffectivePrefix())), tenantResync, nil
+}
+
+// tenantUnreachable is the Ready condition of a pass that could not reach
+// cluster c's etcd: the refusal (reason, msg) when there is one, saying
+// that the tenant's user and role could not be revoked yet, else
+// EtcdUnreachable. Both are looked at again soon.
+func tenantUnreachable(t *etcdv1alpha1.EtcdTenant, c *etcdv1alpha1.EtcdCluster, reason, msg string, err error) (metav1.Condition, time.Duration, error) {
+	if reason != "" {
+		return tenantReady(t, metav1.ConditionFalse, reason, fmt.Sprintf("%s; the tenant's etcd user and role, if any, could not be revoked yet (retried): %v", msg, err)), authRecheck, nil
+	}
+	return tenantReady(t, metav1.ConditionFalse, etcdv1alpha1.ReasonEtcdUnreachable, fmt.Sprintf("Cannot reach EtcdCluster %s to create the tenant's user and role: %v", c.Name, err)), authRecheck, nil
 }
 
 // certificate applies the tenant's Certificate and returns its Secret once
@@ -298,7 +330,9 @@ func (r *TenantReconciler) tenantsOfCluster(ctx context.Context, obj client.Obje
 }
 
 // siblingTenants maps a tenant to the other tenants of its cluster: one
-// refused for overlapping its prefix may proceed once it is gone.
+// refused for overlapping its prefix may proceed once it is gone, and one
+// created in the same second as an overlapping tenant whose name sorts
+// before it is refused (and revoked) once that one appears.
 func (r *TenantReconciler) siblingTenants(ctx context.Context, obj client.Object) []reconcile.Request {
 	t, ok := obj.(*etcdv1alpha1.EtcdTenant)
 	if !ok {
@@ -332,8 +366,10 @@ func (r *TenantReconciler) tenantsOfSecret(ctx context.Context, obj client.Objec
 }
 
 // clusterChangeForTenants lets through the cluster changes tenants
-// depend on: the spec, and whether authentication is on. The health
-// reconciler's status updates every few seconds are not among them.
+// depend on: the spec, and the Authentication condition's status and
+// reason, which change when etcd's authentication goes on or off. The
+// health reconciler's status updates every few seconds are not among
+// them.
 var clusterChangeForTenants = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	authOf := func(obj client.Object) string {
 		c, ok := obj.(*etcdv1alpha1.EtcdCluster)
@@ -341,7 +377,7 @@ var clusterChangeForTenants = predicate.Funcs{UpdateFunc: func(e event.UpdateEve
 			return ""
 		}
 		if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAuthentication); cond != nil {
-			return string(cond.Status)
+			return string(cond.Status) + "/" + cond.Reason
 		}
 		return ""
 	}
@@ -355,7 +391,6 @@ func (r *TenantReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&etcdv1alpha1.EtcdCluster{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfCluster), ctrlbuilder.WithPredicates(clusterChangeForTenants)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfSecret)).
 		Watches(&etcdv1alpha1.EtcdTenant{}, handler.EnqueueRequestsFromMapFunc(r.siblingTenants), ctrlbuilder.WithPredicates(predicate.Funcs{
-			CreateFunc: func(event.CreateEvent) bool { return false },
 			UpdateFunc: func(e event.UpdateEvent) bool { return !e.ObjectNew.GetDeletionTimestamp().IsZero() },
 		})).
 		Named("etcdtenant")

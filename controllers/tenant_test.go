@@ -40,8 +40,7 @@ func TestTenantBlocker(t *testing.T) {
 	}{
 		{"ready", a, authCluster(metav1.ConditionTrue, managed), nil, "", ""},
 		{"no cluster", a, nil, nil, etcdv1alpha1.ReasonClusterNotFound, "EtcdCluster shared does not exist in namespace ns: create it, or fix spec.clusterName"},
-		{"auth off in the spec", a, authCluster("", &etcdv1alpha1.SecuritySpec{}), nil, etcdv1alpha1.ReasonAuthDisabled, "set spec.security.enableAuth: true on it"},
-		{"auth not on yet", a, authCluster(metav1.ConditionFalse, managed), nil, etcdv1alpha1.ReasonWaitingForAuth, "Waiting for etcd authentication on EtcdCluster shared: etcd authentication is off"},
+		{"auth off in the spec: etcd tells (authBlocker)", a, authCluster("", &etcdv1alpha1.SecuritySpec{}), nil, "", ""},
 		{"auth without TLS", a, authCluster(metav1.ConditionTrue, &etcdv1alpha1.SecuritySpec{EnableAuth: true}), nil, "", ""},
 		{
 			"user certificates without an issuer", a,
@@ -64,6 +63,22 @@ func TestTenantBlocker(t *testing.T) {
 			"a prefix that merely starts alike", tenant("ab", "shared", "/ab/", time.Hour), authCluster(metav1.ConditionTrue, managed),
 			[]etcdv1alpha1.EtcdTenant{a, tenant("ab", "shared", "/ab/", time.Hour)}, "", "",
 		},
+		{
+			"an older tenant is not refused for a newer one inside it", tenant("outer", "shared", "/x/", 2*time.Hour), authCluster(metav1.ConditionTrue, managed),
+			[]etcdv1alpha1.EtcdTenant{tenant("inner", "shared", "/x/y/", time.Hour), tenant("outer", "shared", "/x/", 2*time.Hour)}, "", "",
+		},
+		{
+			"created in the same second: the name sorting first keeps its prefix", tenant("b", "shared", "/x/", time.Hour), authCluster(metav1.ConditionTrue, managed),
+			[]etcdv1alpha1.EtcdTenant{tenant("b", "shared", "/x/", time.Hour), tenant("a", "shared", "/x/y/", time.Hour)}, etcdv1alpha1.ReasonPrefixOverlap, "overlaps prefix /x/y/ of EtcdTenant a",
+		},
+		{
+			"created in the same second: the name sorting later is refused", tenant("a", "shared", "/x/y/", time.Hour), authCluster(metav1.ConditionTrue, managed),
+			[]etcdv1alpha1.EtcdTenant{tenant("b", "shared", "/x/", time.Hour), tenant("a", "shared", "/x/y/", time.Hour)}, "", "",
+		},
+		{
+			"an older tenant being deleted yields", tenant("b", "shared", "/a/b/", time.Hour), authCluster(metav1.ConditionTrue, managed),
+			[]etcdv1alpha1.EtcdTenant{deleted(a), tenant("b", "shared", "/a/b/", time.Hour)}, "", "",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,6 +86,41 @@ func TestTenantBlocker(t *testing.T) {
 			reason, msg := tenantBlocker(&tt.tenant, tt.cluster, tt.others)
 			if reason != tt.reason || !strings.Contains(msg, tt.says) {
 				t.Errorf("tenantBlocker() = %q, %q; want %q saying %q", reason, msg, tt.reason, tt.says)
+			}
+		})
+	}
+}
+
+// deleted is t being deleted.
+func deleted(t etcdv1alpha1.EtcdTenant) etcdv1alpha1.EtcdTenant {
+	t.DeletionTimestamp = &metav1.Time{Time: t.CreationTimestamp.Add(time.Minute)}
+	return t
+}
+
+func TestAuthBlocker(t *testing.T) {
+	t.Parallel()
+	asked := &etcdv1alpha1.SecuritySpec{EnableAuth: true}
+	tests := []struct {
+		name    string
+		cluster *etcdv1alpha1.EtcdCluster
+		authOn  bool
+		reason  string
+		says    string
+	}{
+		{"on as asked", authCluster(metav1.ConditionTrue, asked), true, "", ""},
+		{"kept on for the tenants although the spec clears it", authCluster(metav1.ConditionFalse, &etcdv1alpha1.SecuritySpec{}), true, "", ""},
+		{"off as asked", authCluster(metav1.ConditionFalse, &etcdv1alpha1.SecuritySpec{}), false, etcdv1alpha1.ReasonAuthDisabled, "set spec.security.enableAuth: true on it"},
+		{"off, no security at all", authCluster("", nil), false, etcdv1alpha1.ReasonAuthDisabled, "EtcdCluster shared runs without etcd authentication"},
+		{"asked, not on yet", authCluster("", asked), false, etcdv1alpha1.ReasonWaitingForAuth, "Waiting for etcd authentication on EtcdCluster shared: the operator has not turned it on yet"},
+		{"asked, the condition says why not", authCluster(metav1.ConditionFalse, asked), false, etcdv1alpha1.ReasonWaitingForAuth, "Waiting for etcd authentication on EtcdCluster shared: etcd authentication is off"},
+		{"asked, a stale True condition is not believed", authCluster(metav1.ConditionTrue, asked), false, etcdv1alpha1.ReasonWaitingForAuth, "the operator has not turned it on yet"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			reason, msg := authBlocker(tt.cluster, tt.authOn)
+			if reason != tt.reason || !strings.Contains(msg, tt.says) {
+				t.Errorf("authBlocker() = %q, %q; want %q saying %q", reason, msg, tt.reason, tt.says)
 			}
 		})
 	}

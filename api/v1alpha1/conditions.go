@@ -27,7 +27,9 @@ const (
 	ConditionAlarm = "Alarm"
 
 	// ConditionAuthentication is True while etcd authentication is on, as
-	// spec.security.enableAuth asks.
+	// spec.security.enableAuth asks, and False while it is off as asked, or
+	// (reason TenantsExist) while the operator keeps it on against the
+	// spec because EtcdTenants name the cluster.
 	ConditionAuthentication = "Authentication"
 
 	// ConditionMaintenance is True while the operator compacts and
@@ -117,6 +119,11 @@ const (
 	ReasonEnabled = "Enabled"
 	// ReasonNotFormed (Authentication): the cluster has not formed yet.
 	ReasonNotFormed = "NotFormed"
+	// ReasonTenantsExist (Authentication): spec.security.enableAuth is
+	// false but etcd authentication stays on, because EtcdTenants name the
+	// cluster and turning it off would open their keys to every client;
+	// the message names them. It goes off once they are gone.
+	ReasonTenantsExist = "TenantsExist"
 
 	// ReasonCertificatesReady (CertificatesReady): every certificate is in
 	// its Secret and valid.
@@ -153,16 +160,21 @@ const (
 )
 
 // Reasons of an EtcdTenant's Ready condition (and ReasonIssuing).
+// ClusterNotFound, AuthDisabled, WaitingForAuth, NoIssuer and
+// PrefixOverlap are refusals: while one lasts the tenant holds no etcd
+// user or role. Issuing and EtcdUnreachable are waits that leave what
+// etcd holds as it is.
 const (
 	// ReasonTenantReady: the tenant's user, role and connection Secret are
 	// in place.
 	ReasonTenantReady = "Ready"
 	// ReasonClusterNotFound: the tenant's cluster does not exist.
 	ReasonClusterNotFound = "ClusterNotFound"
-	// ReasonAuthDisabled: the cluster does not enable authentication.
+	// ReasonAuthDisabled: etcd authentication is off on the cluster, as
+	// its spec asks.
 	ReasonAuthDisabled = "AuthDisabled"
-	// ReasonWaitingForAuth: the cluster has not turned authentication on
-	// yet.
+	// ReasonWaitingForAuth: the cluster's spec asks for authentication but
+	// etcd does not have it on yet.
 	ReasonWaitingForAuth = "WaitingForAuth"
 	// ReasonNoIssuer: the cluster has no issuer for client certificates.
 	ReasonNoIssuer = "NoIssuer"

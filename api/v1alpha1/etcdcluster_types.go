@@ -379,7 +379,9 @@ type SecuritySpec struct {
 	// operator's client certificate when the operator has one
 	// (tls.certManager or tls.clientSecret), otherwise by a generated
 	// password kept in the Secret <cluster>-root-password. EtcdTenants
-	// need it.
+	// need it: while any EtcdTenant names the cluster, clearing enableAuth
+	// leaves authentication on (the Authentication condition says
+	// TenantsExist); it goes off once they are deleted.
 	//
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Enable Auth",xDescriptors={"urn:alm:descriptor:com.tectonic.ui:booleanSwitch"}

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -32,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/pki"
 	"github.com/etcd-operator/etcd-operator/test/support"
 )
 
@@ -113,12 +116,25 @@ func TestTenantsShareACluster(t *testing.T) {
 		t.Errorf("no keys under a tenant's prefix: %d and %d", countA, countB)
 	}
 
-	// A prefix inside tenant-a's is refused.
+	// A prefix inside tenant-a's is refused, and the refused tenant holds
+	// no access. It comes with the user and role a pass gives a tenant
+	// that is not refused (as when two tenants are created in the same
+	// second and the later name is reconciled before the other appears;
+	// root creates them here), and a client certificate with that user as
+	// CN from the cluster's client CA, which reads and writes until the
+	// refusal and nothing after it.
+	plantTenantUser(ctx, t, root, "tenant-nested", "", "/tenant-a/nested/")
+	nestedCli := tlsClient(ctx, t, ns, "shared", roots, issueClientCert(ctx, t, shared, "nested-leftover", "tenant-nested"))
+	if _, err := nestedCli.Put(ctx, "/tenant-a/nested/before", "x"); err != nil {
+		t.Fatalf("the certificate of tenant-nested does not write before the refusal: %v", err)
+	}
 	nested := &etcdv1alpha1.EtcdTenant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nested"}, Spec: etcdv1alpha1.EtcdTenantSpec{ClusterName: "shared", Prefix: "/tenant-a/nested/"}}
 	if err := k8sClient.Create(ctx, nested); err != nil {
 		t.Fatal(err)
 	}
-	awaitTenantCondition(ctx, t, client.ObjectKeyFromObject(nested), metav1.ConditionFalse, "PrefixOverlap", "EtcdTenant tenant-a")
+	nested = awaitTenantCondition(ctx, t, client.ObjectKeyFromObject(nested), metav1.ConditionFalse, "PrefixOverlap", "EtcdTenant tenant-a")
+	assertNoAccess(ctx, t, nestedCli, "a certificate with CN tenant-nested", "/tenant-a/nested/")
+	assertRefusedHoldsNothing(ctx, t, nested)
 
 	// Deleting tenant-b (retentionPolicy Delete) revokes it and deletes its keys.
 	stopAPIServer(ctx, t, ns, "tenant-b-apiserver")
@@ -152,8 +168,9 @@ func TestTenantsShareACluster(t *testing.T) {
 }
 
 // TestTenantWithoutTLS gives a tenant of a cluster without TLS password
-// credentials that work under its prefix only, and refuses a tenant of a
-// cluster without authentication.
+// credentials that work under its prefix only, refuses a tenant whose
+// prefix lies inside it and revokes the password user that tenant came
+// with, and refuses a tenant of a cluster without authentication.
 func TestTenantWithoutTLS(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -192,7 +209,154 @@ func TestTenantWithoutTLS(t *testing.T) {
 	if _, err := anonymous.Get(ctx, "/p/x"); !errors.Is(err, rpctypes.ErrUserEmpty) {
 		t.Errorf("reading without credentials: %v, want %v", err, rpctypes.ErrUserEmpty)
 	}
+
+	// p-inner's prefix lies inside p's: refused, it loses the password
+	// user an earlier pass gave it (root creates it here, see
+	// TestTenantsShareACluster).
+	root := rootPasswordClient(ctx, t, ns, "plain")
+	password := rand.Text()
+	plantTenantUser(ctx, t, root, "tenant-p-inner", password, "/p/inner/")
+	leftover, err := passwordClient(ctx, t, ns, "plain", "tenant-p-inner", password)
+	if err != nil {
+		t.Fatalf("the password of tenant-p-inner does not authenticate before the refusal: %v", err)
+	}
+	if _, err := leftover.Put(ctx, "/p/inner/before", "x"); err != nil {
+		t.Fatalf("tenant-p-inner does not write before the refusal: %v", err)
+	}
+	inner := &etcdv1alpha1.EtcdTenant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p-inner"}, Spec: etcdv1alpha1.EtcdTenantSpec{ClusterName: "plain", Prefix: "/p/inner/"}}
+	if err := k8sClient.Create(ctx, inner); err != nil {
+		t.Fatal(err)
+	}
+	inner = awaitTenantCondition(ctx, t, client.ObjectKeyFromObject(inner), metav1.ConditionFalse, "PrefixOverlap", "EtcdTenant p")
+	assertNoAccess(ctx, t, leftover, "a client authenticated as tenant-p-inner", "/p/inner/")
+	if _, err := passwordClient(ctx, t, ns, "plain", "tenant-p-inner", password); !errors.Is(err, rpctypes.ErrAuthFailed) {
+		t.Errorf("authenticating as the refused tenant-p-inner: %v, want %v", err, rpctypes.ErrAuthFailed)
+	}
+	assertRefusedHoldsNothing(ctx, t, inner)
+	if _, err := cli.Put(ctx, "/p/y", "1"); err != nil {
+		t.Errorf("tenant p, which keeps its prefix, writing under /p/: %v", err)
+	}
+
 	awaitTenantCondition(ctx, t, client.ObjectKey{Namespace: ns, Name: "q"}, metav1.ConditionFalse, "AuthDisabled", "set spec.security.enableAuth: true on it")
+}
+
+// TestAuthStaysOnWhileTenantsExist clears spec.security.enableAuth on a
+// one-member cluster with tenants t1 and t2: etcd authentication stays
+// on, so an anonymous client still cannot read t2's key, the tenants keep
+// working, and the Authentication condition (TenantsExist) and a Warning
+// event name them and say what to do. Once both are deleted,
+// authentication goes off as asked.
+func TestAuthStaysOnWhileTenantsExist(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	key := client.ObjectKey{Namespace: ns, Name: "kept"}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kept"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](1), Security: &etcdv1alpha1.SecuritySpec{EnableAuth: true}}}
+	if err := k8sClient.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"t1", "t2"} {
+		tn := &etcdv1alpha1.EtcdTenant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: etcdv1alpha1.EtcdTenantSpec{ClusterName: "kept"}}
+		if err := k8sClient.Create(ctx, tn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitReady(ctx, t, key, 1)
+	cli1 := tenantClient(ctx, t, ns, awaitTenantSecret(ctx, t, ns, "t1"))
+	cli2 := tenantClient(ctx, t, ns, awaitTenantSecret(ctx, t, ns, "t2"))
+	if _, err := cli2.Put(ctx, "/t2/secret", "t2's"); err != nil {
+		t.Fatalf("t2 writing under /t2/: %v", err)
+	}
+	anonymous := etcdClient(ctx, t, ns, "kept")
+	readT2 := func() error {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		resp, err := anonymous.Get(cctx, "/t2/secret")
+		if err == nil && (len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "t2's") {
+			return fmt.Errorf("read back %v", resp.Kvs)
+		}
+		return err
+	}
+	if err := readT2(); !errors.Is(err, rpctypes.ErrUserEmpty) {
+		t.Fatalf("an anonymous client reading t2's key: %v, want %v", err, rpctypes.ErrUserEmpty)
+	}
+
+	setEnableAuth(ctx, t, key, false)
+	cond := awaitAuthObserved(ctx, t, key)
+	if err := readT2(); err == nil {
+		t.Errorf("after enableAuth: false with tenants t1 and t2, an anonymous client read t2's key (Authentication %s: %s)", cond.Reason, cond.Message)
+	} else if !errors.Is(err, rpctypes.ErrUserEmpty) {
+		t.Errorf("an anonymous client reading t2's key: %v, want %v", err, rpctypes.ErrUserEmpty)
+	}
+	if cond.Status != metav1.ConditionFalse || cond.Reason != "TenantsExist" {
+		t.Errorf("Authentication is %s/%s, want False/TenantsExist", cond.Status, cond.Reason)
+	}
+	for _, says := range []string{"stays on although spec.security.enableAuth is false", "(EtcdTenants t1, t2)", "delete the cluster's EtcdTenants first", "set spec.security.enableAuth: true"} {
+		if !strings.Contains(cond.Message, says) {
+			t.Errorf("Authentication says %q, not %q", cond.Message, says)
+		}
+	}
+	assertEvent(ctx, t, ns, "kept", "TenantsExist", "Refusing to turn etcd authentication off")
+	// The tenants keep working.
+	for _, name := range []string{"t1", "t2"} {
+		awaitTenantCondition(ctx, t, client.ObjectKey{Namespace: ns, Name: name}, metav1.ConditionTrue, "Ready")
+	}
+	if _, err := cli1.Put(ctx, "/t1/after", "x"); err != nil {
+		t.Errorf("t1 writing under /t1/ while authentication is kept on: %v", err)
+	}
+	if _, err := cli2.Get(ctx, "/t2/secret"); err != nil {
+		t.Errorf("t2 reading its key while authentication is kept on: %v", err)
+	}
+
+	// One tenant left: still on, and the condition names it.
+	deleteTenant(ctx, t, ns, "t1")
+	awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionAuthentication, metav1.ConditionFalse, "(EtcdTenant t2)")
+	if err := readT2(); !errors.Is(err, rpctypes.ErrUserEmpty) {
+		t.Errorf("with t2 left, an anonymous client reading t2's key: %v, want %v", err, rpctypes.ErrUserEmpty)
+	}
+
+	// No tenant left: off, as the spec asks; t2's keys were kept
+	// (retentionPolicy Keep) and anyone reads them now.
+	deleteTenant(ctx, t, ns, "t2")
+	took := awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionAuthentication, metav1.ConditionFalse, "etcd authentication is off")
+	t.Logf("authentication off %s after the last tenant was gone", took.Round(100*time.Millisecond))
+	support.Eventually(t, 30*time.Second, "an anonymous client to read t2's key with authentication off", readT2)
+	assertEvent(ctx, t, ns, "kept", "AuthDisabled", "Disabled etcd authentication")
+}
+
+// setEnableAuth patches the cluster's spec.security.enableAuth.
+func setEnableAuth(ctx context.Context, t *testing.T, key client.ObjectKey, on bool) {
+	t.Helper()
+	c := &etcdv1alpha1.EtcdCluster{}
+	if err := k8sClient.Get(ctx, key, c); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(c.DeepCopy())
+	c.Spec.Security.EnableAuth = on
+	if err := k8sClient.Patch(ctx, c, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitAuthObserved waits until the cluster's Authentication condition
+// is no longer True and was written for its current generation, and
+// returns it.
+func awaitAuthObserved(ctx context.Context, t *testing.T, key client.ObjectKey) metav1.Condition {
+	t.Helper()
+	var got metav1.Condition
+	support.Eventually(t, time.Minute, "the Authentication condition of "+key.Name+" for its current spec", func() error {
+		c := &etcdv1alpha1.EtcdCluster{}
+		if err := k8sClient.Get(ctx, key, c); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionAuthentication)
+		if cond == nil || cond.ObservedGeneration != c.Generation || cond.Status == metav1.ConditionTrue || cond.Status == metav1.ConditionUnknown {
+			return fmt.Errorf("Authentication is %v at generation %d", cond, c.Generation)
+		}
+		got = *cond
+		return nil
+	})
+	return got
 }
 
 // createExample creates the objects of a file of examples/ in ns.
@@ -284,27 +448,138 @@ func tenantClient(ctx context.Context, t *testing.T, ns string, s *corev1.Secret
 		}
 		return cli
 	}
-	svc := &corev1.Service{}
-	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: svcName}, svc); err != nil {
-		t.Fatal(err)
-	}
 	// The client authenticates as it connects, so it needs the Service
 	// to have a Ready endpoint, which may follow the cluster's Ready by a
 	// readiness probe period.
 	var cli *clientv3.Client
 	support.Eventually(t, time.Minute, "a password client of "+svcName, func() error {
 		var err error
-		cli, err = clientv3.New(clientv3.Config{
-			Endpoints:   []string{"http://" + net.JoinHostPort(svc.Spec.ClusterIP, "2379")},
-			Username:    string(s.Data["username"]),
-			Password:    string(s.Data["password"]),
-			DialTimeout: 5 * time.Second,
-			Logger:      zap.NewNop(),
-		})
+		cli, err = passwordClient(ctx, t, ns, svcName, string(s.Data["username"]), string(s.Data["password"]))
 		return err
 	})
-	t.Cleanup(func() { _ = cli.Close() })
 	return cli
+}
+
+// passwordClient connects to a cluster without client TLS as user, with
+// password, through the client Service's ClusterIP. etcd checks the
+// password as the client connects: a refused one is the error.
+func passwordClient(ctx context.Context, t *testing.T, ns, name, user, password string) (*clientv3.Client, error) {
+	t.Helper()
+	svc := &corev1.Service{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{"http://" + net.JoinHostPort(svc.Spec.ClusterIP, "2379")},
+		Username:    user,
+		Password:    password,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli, nil
+}
+
+// rootPasswordClient connects to a cluster without client TLS as root,
+// with the password in its root password Secret.
+func rootPasswordClient(ctx context.Context, t *testing.T, ns, name string) *clientv3.Client {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-root-password"}, s); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := passwordClient(ctx, t, ns, name, string(s.Data["username"]), string(s.Data["password"]))
+	if err != nil {
+		t.Fatalf("root of %s: %v", name, err)
+	}
+	return cli
+}
+
+// plantTenantUser has root create what the operator gives a tenant: a
+// role named user with read-write on prefix only, and a user of that name
+// holding it, with password (none: it authenticates by its certificate's
+// CN only).
+func plantTenantUser(ctx context.Context, t *testing.T, root *clientv3.Client, user, password, prefix string) {
+	t.Helper()
+	if _, err := root.RoleAdd(ctx, user); err != nil {
+		t.Fatalf("adding role %s: %v", user, err)
+	}
+	if _, err := root.RoleGrantPermission(ctx, user, prefix, clientv3.GetPrefixRangeEnd(prefix), clientv3.PermissionType(clientv3.PermReadWrite)); err != nil {
+		t.Fatalf("granting %s to role %s: %v", prefix, user, err)
+	}
+	if _, err := root.UserAddWithOptions(ctx, user, password, &clientv3.UserAddOptions{NoPassword: password == ""}); err != nil {
+		t.Fatalf("adding user %s: %v", user, err)
+	}
+	if _, err := root.UserGrantRole(ctx, user, user); err != nil {
+		t.Fatalf("granting role %s to user %s: %v", user, user, err)
+	}
+}
+
+// issueClientCert has cert-manager issue, from cluster c's client CA, a
+// client certificate with CN cn into Secret name, and returns it.
+func issueClientCert(ctx context.Context, t *testing.T, c *etcdv1alpha1.EtcdCluster, name, cn string) *tls.Certificate {
+	t.Helper()
+	cert := &cmapi.Certificate{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: name}, Spec: cmapi.CertificateSpec{
+		CommonName: cn, SecretName: name, Usages: []cmapi.KeyUsage{cmapi.UsageClientAuth},
+		IssuerRef: cmmeta.IssuerReference{Name: pki.ClientCAName(c), Kind: "Issuer", Group: "cert-manager.io"},
+	}}
+	if err := k8sClient.Create(ctx, cert); err != nil {
+		t.Fatal(err)
+	}
+	support.Eventually(t, time.Minute, "cert-manager to issue certificate "+name, func() error {
+		s := &corev1.Secret{}
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, s); err != nil {
+			return err
+		}
+		if len(s.Data["tls.crt"]) == 0 {
+			return fmt.Errorf("secret %s has no tls.crt yet", name)
+		}
+		return nil
+	})
+	pair, _ := secretPair(ctx, t, c.Namespace, name)
+	return pair
+}
+
+// assertNoAccess checks that cli, connected with a refused tenant's
+// credentials, neither writes nor reads, under the tenant's prefix or
+// anywhere else. The refusal is reported only once the tenant's access
+// is gone, so nothing is awaited.
+func assertNoAccess(ctx context.Context, t *testing.T, cli *clientv3.Client, who, prefix string) {
+	t.Helper()
+	for _, key := range []string{prefix + "after", "/x"} {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := cli.Put(cctx, key, "x")
+		cancel()
+		if err == nil {
+			t.Errorf("%s still writes %s", who, key)
+		}
+	}
+	for _, p := range []string{prefix, "/"} {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := cli.Get(cctx, p, clientv3.WithPrefix())
+		cancel()
+		if err == nil {
+			t.Errorf("%s still reads %s", who, p)
+		} else {
+			t.Logf("%s reading %s: %v", who, p, err)
+		}
+	}
+}
+
+// assertRefusedHoldsNothing checks that a refused tenant says it holds no
+// etcd user or role, and was handed no connection Secret.
+func assertRefusedHoldsNothing(ctx context.Context, t *testing.T, tn *etcdv1alpha1.EtcdTenant) {
+	t.Helper()
+	if cond := meta.FindStatusCondition(tn.Status.Conditions, etcdv1alpha1.ConditionReady); cond == nil || !strings.Contains(cond.Message, "no etcd user or role") {
+		t.Errorf("the refused tenant %s does not say it holds no etcd user or role: %v", tn.Name, cond)
+	}
+	err := k8sClient.Get(ctx, client.ObjectKey{Namespace: tn.Namespace, Name: tn.ConnectionSecretName()}, &corev1.Secret{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("the refused tenant %s has a connection Secret %s: %v", tn.Name, tn.ConnectionSecretName(), err)
+	}
 }
 
 func countKeys(ctx context.Context, t *testing.T, cli *clientv3.Client, prefix string) int64 {
