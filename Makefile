@@ -103,14 +103,14 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 # Suites that run on the local cluster; one package at a time (a fault in
 # one must not hit another), after the other packages. Inside a package the
 # tests that call t.Parallel() run E2E_PARALLEL at once.
-CLUSTER_SUITES = ./test/localcluster/... ./test/e2e/...
+CLUSTER_SUITES = ./test/localcluster/... ./test/e2e/... ./test/chaos
 CLUSTER_TEST_FLAGS = -p 1 -parallel $(E2E_PARALLEL) -timeout 60m $(GOTEST_FLAGS)
 
 .PHONY: test
 test: manifests generate $(ENVTEST_ASSETS) localcluster-binaries $(KUSTOMIZE) $(OPERATOR_SDK) $(OPM) $(GOTESTSUM) ## Run the unit tests, the API server tests, the local cluster's suite and the e2e suite (needs root).
 	rm -rf $(TEST_LOGS) && mkdir -p $(TEST_LOGS)
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) OPERATOR_SDK_BIN=$(OPERATOR_SDK) OPM_BIN=$(OPM) KUSTOMIZE_BIN=$(KUSTOMIZE) \
-		$(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/unit.json -- $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e /test/localcluster -e /test/e2e)
+		$(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/unit.json -- $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e /test/localcluster -e /test/e2e -e '/test/chaos$$')
 	cd hack/cert-manager && KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) CERT_MANAGER_CONTROLLER_BIN=$(CERT_MANAGER_CONTROLLER) \
 		$(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/cert-manager.json -- $(GOTEST_FLAGS) ./...
 	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
@@ -121,6 +121,17 @@ test-e2e: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM) ## Run the e2e suite o
 	mkdir -p $(TEST_LOGS)
 	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
 		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/e2e.json -- $(CLUSTER_TEST_FLAGS) ./test/e2e/...
+
+# The fault campaign (test/chaos): `make test` runs its short fixed seed;
+# this runs any seed, longer.
+SEED ?= 1
+STEPS ?= 10
+
+.PHONY: chaos
+chaos: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM) ## Run the randomized fault campaign on the local cluster: make chaos SEED=7 STEPS=40.
+	mkdir -p $(TEST_LOGS)
+	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
+		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/chaos.json -- -count=1 -timeout 120m -v ./test/chaos -args -chaos.seed=$(SEED) -chaos.steps=$(STEPS)
 
 .PHONY: print-gotestsum
 print-gotestsum:

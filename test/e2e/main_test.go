@@ -12,8 +12,6 @@
 package e2e
 
 import (
-	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -28,33 +26,5 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	e, stop, err := support.Start(filepath.Join("..", ".."))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	env = e
-	code, err := run(m)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
-
-func run(m *testing.M) (int, error) {
-	c, err := client.New(env.Config, client.Options{Scheme: support.Scheme()})
-	if err != nil {
-		return 0, err
-	}
-	k8sClient = c
-	// cert-manager first: the operator looks for its API when it starts.
-	if err := env.InstallCertManager(); err != nil {
-		return 0, err
-	}
-	if err := env.InstallOperator(); err != nil {
-		return 0, err
-	}
-	return m.Run(), nil
+	support.Main(m, filepath.Join("..", ".."), func(e *support.Env, c client.Client) { env, k8sClient = e, c })
 }

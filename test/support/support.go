@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/etcd-operator/etcd-operator/internal/localcluster"
@@ -217,4 +218,37 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "")
+}
+
+// Main is the TestMain of a suite that runs on the local cluster with the
+// operator installed: it starts (or reuses) the cluster from the
+// repository at root, installs cert-manager, then the operator (it looks
+// for cert-manager's API when it starts), hands the suite its Env and a
+// client through use, runs the tests and exits with their code.
+func Main(m *testing.M, root string, use func(*Env, client.Client)) {
+	e, stop, err := Start(root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code, err := func() (int, error) {
+		c, err := client.New(e.Config, client.Options{Scheme: Scheme()})
+		if err != nil {
+			return 0, err
+		}
+		use(e, c)
+		if err := e.InstallCertManager(); err != nil {
+			return 0, err
+		}
+		if err := e.InstallOperator(); err != nil {
+			return 0, err
+		}
+		return m.Run(), nil
+	}()
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(code)
 }

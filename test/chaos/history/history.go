@@ -1,0 +1,172 @@
+// Package history records what a client did on etcd and checks it: is it
+// linearizable (porcupine, as etcd's robustness tests do), and is every
+// acknowledged write still there. The fault campaign (test/chaos) keeps
+// one history per cluster.
+package history
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Op is one operation a writer did on etcd: a put of a value never
+// written before, or a get. A put whose outcome is unknown (an error: it
+// may still have been applied) returns at infinity, so the checker may
+// place it anywhere after its call, or never observe it.
+type Op struct {
+	Key   string
+	Put   bool
+	Value string // put: the value written; get: the value read ("" when absent)
+	OK    bool   // the put was acknowledged
+	Call  int64  // nanoseconds since the history began (History.Now)
+	Ret   int64
+}
+
+// History is what one cluster's writer did, and the cluster IDs etcd's
+// answers carried.
+type History struct {
+	mu         sync.Mutex
+	start      time.Time
+	ops        []Op
+	clusterIDs map[uint64]bool
+}
+
+func New() *History {
+	return &History{start: time.Now(), clusterIDs: map[uint64]bool{}}
+}
+
+func (h *History) Now() int64 { return time.Since(h.start).Nanoseconds() }
+
+// Add records an operation that ended now: an acknowledged one, a failed
+// put (it may have been applied: its return is infinity), or nothing for
+// a failed get (it constrains nothing).
+func (h *History) Add(o Op, clusterID uint64, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case err == nil:
+		o.OK, o.Ret = true, h.Now()
+		if clusterID != 0 {
+			h.clusterIDs[clusterID] = true
+		}
+	case o.Put:
+		o.Ret = math.MaxInt64
+	default:
+		return
+	}
+	h.ops = append(h.ops, o)
+}
+
+// kvInput and kvOutput are an operation as porcupine sees it.
+type kvInput struct {
+	key, value string
+	put        bool
+}
+
+type kvOutput struct{ value string }
+
+// kvModel is a map of registers, one per key, checked key by key.
+var kvModel = porcupine.Model{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[string][]porcupine.Operation{}
+		for _, o := range history {
+			k := o.Input.(kvInput).key
+			byKey[k] = append(byKey[k], o)
+		}
+		var out [][]porcupine.Operation
+		for _, k := range slices.Sorted(maps.Keys(byKey)) {
+			out = append(out, byKey[k])
+		}
+		return out
+	},
+	Init: func() any { return "" },
+	Step: func(state, input, output any) (bool, any) {
+		in := input.(kvInput)
+		if in.put {
+			return true, in.value
+		}
+		return output.(kvOutput).value == state.(string), state
+	},
+	DescribeOperation: func(input, output any) string {
+		in := input.(kvInput)
+		if in.put {
+			return fmt.Sprintf("put(%s, %s)", in.key, in.value)
+		}
+		return fmt.Sprintf("get(%s) -> %q", in.key, output.(kvOutput).value)
+	},
+}
+
+// Linearizable checks the history with porcupine: Ok, Illegal, or Unknown
+// when the check did not finish within timeout.
+func (h *History) Linearizable(timeout time.Duration) porcupine.CheckResult {
+	h.mu.Lock()
+	ops := slices.Clone(h.ops)
+	h.mu.Unlock()
+	history := make([]porcupine.Operation, 0, len(ops))
+	for _, o := range ops {
+		history = append(history, porcupine.Operation{
+			Input: kvInput{key: o.Key, value: o.Value, put: o.Put}, Call: o.Call,
+			Output: kvOutput{value: o.Value}, Return: o.Ret,
+		})
+	}
+	return porcupine.CheckOperationsTimeout(kvModel, history, timeout)
+}
+
+// LostWrites lists the keys whose final value (final, read after the
+// faults stopped) is older than their last acknowledged put: values are
+// the writer's sequence numbers, so a later put has a larger one.
+func (h *History) LostWrites(final map[string]string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	lastAcked := map[string]int{}
+	for _, o := range h.ops {
+		if o.Put && o.OK {
+			n, _ := strconv.Atoi(o.Value)
+			lastAcked[o.Key] = max(lastAcked[o.Key], n)
+		}
+	}
+	var lost []string
+	for _, k := range slices.Sorted(maps.Keys(lastAcked)) {
+		got, err := strconv.Atoi(final[k])
+		if err != nil || got < lastAcked[k] {
+			lost = append(lost, fmt.Sprintf("%s: acknowledged %d, reads %q", k, lastAcked[k], final[k]))
+		}
+	}
+	return lost
+}
+
+// Counts are the acknowledged and failed puts and the reads.
+func (h *History) Counts() (acked, failed, reads int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, o := range h.ops {
+		switch {
+		case o.Put && o.OK:
+			acked++
+		case o.Put:
+			failed++
+		default:
+			reads++
+		}
+	}
+	return acked, failed, reads
+}
+
+// ClusterIDs are the cluster IDs etcd's acknowledgements carried.
+func (h *History) ClusterIDs() []uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ids := make([]uint64, 0, len(h.clusterIDs))
+	for id := range h.clusterIDs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
