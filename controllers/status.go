@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -51,11 +52,49 @@ func applyStatus(ctx context.Context, c client.Client, cluster *etcdv1alpha1.Etc
 	return c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldManager), client.ForceOwnership)
 }
 
+// foreignObjectError is an object the operator would apply that exists
+// already and is not controlled by the owner the operator builds it for:
+// someone else's, or another cluster's. It is never taken over.
+type foreignObjectError struct {
+	kind, name, owner string
+}
+
+func (e *foreignObjectError) Error() string {
+	return fmt.Sprintf("%s %s exists and does not belong to %s: the operator does not take over an object it did not create. Delete or rename it, or rename this resource", e.kind, e.name, e.owner)
+}
+
+// foreign tells whether existing is controlled by another owner than the
+// one want names (a built object names its controller in its owner
+// references); nil when it is the same.
+func foreign(kind string, want, existing client.Object) error {
+	ref := metav1.GetControllerOf(want)
+	if ref == nil {
+		return nil
+	}
+	if got := metav1.GetControllerOf(existing); got == nil || got.UID != ref.UID {
+		return &foreignObjectError{kind: kind, name: want.GetName(), owner: ref.Kind + " " + ref.Name}
+	}
+	return nil
+}
+
 // applyObject server-side applies the metadata and spec of obj as
-// fieldManager.
+// fieldManager, unless an object of its name exists that its controller
+// does not control (foreignObjectError).
 func applyObject(ctx context.Context, c client.Client, obj client.Object, fieldManager string) error {
 	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
 	if err != nil {
+		return err
+	}
+	existing, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return fmt.Errorf("%s %s is not an object", gvk.Kind, obj.GetName())
+	}
+	switch err := c.Get(ctx, client.ObjectKeyFromObject(obj), existing); {
+	case err == nil:
+		if err := foreign(gvk.Kind, obj, existing); err != nil {
+			return err
+		}
+	case !apierrors.IsNotFound(err):
 		return err
 	}
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)

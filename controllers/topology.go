@@ -160,7 +160,15 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 			}
 		}
 		pod := builder.MemberPod(c, builder.Member{Name: a.member, ClusterState: state, InitialCluster: a.initialCluster, TrustBundleHash: o.trustHash})
-		if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := r.Create(ctx, pod); apierrors.IsAlreadyExists(err) {
+			existing := &corev1.Pod{}
+			if err := r.Get(ctx, client.ObjectKeyFromObject(pod), existing); err != nil {
+				return 0, err
+			}
+			if err := foreign("Pod", pod, existing); err != nil {
+				return 0, err
+			}
+		} else if err != nil {
 			return 0, refused("Pod", pod.Name, err)
 		}
 		logger.Info("Created member Pod")
@@ -302,6 +310,12 @@ func refusalStep(a action, e *refusalError) action {
 		e.Error(), a.kind, refusedRequeue)}
 }
 
+// foreignStep is the refusal the status shows while an object of the
+// cluster's names belongs to someone else.
+func foreignStep(e *foreignObjectError) action {
+	return action{kind: actRefuse, refusal: etcdv1alpha1.ReasonForeignObject, reason: e.Error()}
+}
+
 // growClaims grows the members' claims in place to the template's storage
 // request (the schema refuses shrinking). When the API server refuses (the
 // StorageClass does not allow expansion, say), it returns why: the claims
@@ -342,7 +356,8 @@ func (r *TopologyReconciler) growClaims(ctx context.Context, c *etcdv1alpha1.Etc
 
 // createClaim creates a member's claim. A claim of that name that this
 // cluster does not control (a cluster of the same name deleted without its
-// claims, say) is never reused: the operator says so and waits, false.
+// claims, say) is never reused: foreignObjectError. One being deleted is
+// waited for: false.
 func (r *TopologyReconciler) createClaim(ctx context.Context, c *etcdv1alpha1.EtcdCluster, claim *corev1.PersistentVolumeClaim) (bool, error) {
 	err := r.Create(ctx, claim)
 	if !apierrors.IsAlreadyExists(err) {
@@ -352,8 +367,12 @@ func (r *TopologyReconciler) createClaim(ctx context.Context, c *etcdv1alpha1.Et
 	if err := r.Get(ctx, client.ObjectKeyFromObject(claim), existing); err != nil {
 		return false, err
 	}
-	if !metav1.IsControlledBy(existing, c) || existing.DeletionTimestamp != nil {
-		r.event(c, corev1.EventTypeWarning, "ClaimConflict", "Claim %s exists and does not belong to this cluster (or is being deleted): it may hold another cluster's data; delete or rename it to let the operator create %s", claim.Name, claim.Name)
+	if err := foreign("PersistentVolumeClaim", claim, existing); err != nil {
+		// It may hold another cluster's data.
+		return false, err
+	}
+	if existing.DeletionTimestamp != nil {
+		r.event(c, corev1.EventTypeWarning, "ClaimConflict", "Claim %s is being deleted: the operator creates it again once it is gone", claim.Name)
 		return false, nil
 	}
 	return true, nil

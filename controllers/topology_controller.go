@@ -66,10 +66,15 @@ func (r *TopologyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_
 	if w := conditions.ConfigurationWarning(cluster, ""); w.Status == metav1.ConditionTrue && !meta.IsStatusConditionPresentAndEqual(cluster.Status.Conditions, w.Type, w.Status) {
 		r.event(cluster, corev1.EventTypeWarning, w.Reason, "%s", w.Message)
 	}
-	// claimsRefused is why the claims cannot grow, for ConfigurationWarning.
+	// claimsRefused is why the claims cannot grow, for ConfigurationWarning;
+	// childRefused is a Service or PodDisruptionBudget of the cluster's
+	// name that belongs to someone else.
 	var claimsRefused string
+	var childRefused *foreignObjectError
 	if !cluster.IsPaused() {
-		if err := r.reconcileChildren(ctx, cluster); err != nil {
+		if err := r.reconcileChildren(ctx, cluster); errors.As(err, &childRefused) {
+			r.event(cluster, corev1.EventTypeWarning, etcdv1alpha1.ReasonForeignObject, "%v", err)
+		} else if err != nil {
 			return ctrl.Result{}, err
 		}
 		if claimsRefused, err = r.growClaims(ctx, cluster); err != nil {
@@ -83,10 +88,18 @@ func (r *TopologyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_
 	step := certificatesWait(observed, plan(observed))
 	var wait time.Duration
 	var actErr error
-	if !cluster.IsPaused() {
+	switch {
+	case childRefused != nil:
+		step, wait = foreignStep(childRefused), refusedRequeue
+	case !cluster.IsPaused():
 		wait, actErr = r.act(ctx, cluster, observed, step)
-		if refusal := (*refusalError)(nil); errors.As(actErr, &refusal) {
+		refusal, foreignObj := (*refusalError)(nil), (*foreignObjectError)(nil)
+		switch {
+		case errors.As(actErr, &refusal):
 			step, wait, actErr = refusalStep(step, refusal), refusedRequeue, nil
+			r.event(cluster, corev1.EventTypeWarning, step.refusal, "%s", step.reason)
+		case errors.As(actErr, &foreignObj):
+			step, wait, actErr = foreignStep(foreignObj), refusedRequeue, nil
 			r.event(cluster, corev1.EventTypeWarning, step.refusal, "%s", step.reason)
 		}
 	}

@@ -116,3 +116,66 @@ func TestClaimsThatCannotGrow(t *testing.T) {
 		t.Errorf("claim requests %s, want 1Gi kept", got)
 	}
 }
+
+// TestForeignObjectsAreNotTakenOver creates, before a cluster, a client
+// Service of its name that someone else owns: the operator does not take
+// it over (no owner reference, its selector untouched) and says so in
+// Ready; once it is deleted, the operator creates its own. The same for
+// the seed's claim.
+func TestForeignObjectsAreNotTakenOver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "theirs"}, Ports: []corev1.ServicePort{{Port: 80}}}}
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data-taken-0"}, Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+	}}
+	for _, obj := range []client.Object{svc, claim} {
+		if err := k8sClient.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cluster := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"}, Spec: etcdv1alpha1.EtcdClusterSpec{
+		Storage: etcdv1alpha1.StorageSpec{VolumeClaimTemplate: &etcdv1alpha1.EmbeddedPersistentVolumeClaim{Spec: claim.Spec}},
+	}}
+	if err := k8sClient.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	awaitCondition(ctx, t, cluster, etcdv1alpha1.ConditionReady, metav1.ConditionFalse, etcdv1alpha1.ReasonForeignObject)
+	if msg := meta.FindStatusCondition(cluster.Status.Conditions, etcdv1alpha1.ConditionReady).Message; !strings.Contains(msg, "Service taken exists and does not belong to EtcdCluster taken") {
+		t.Errorf("Ready says %q", msg)
+	}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+		t.Fatal(err)
+	}
+	if len(svc.OwnerReferences) != 0 || svc.Spec.Selector["app"] != "theirs" {
+		t.Errorf("the Service was taken over: owners %v, selector %v", svc.OwnerReferences, svc.Spec.Selector)
+	}
+
+	if err := k8sClient.Delete(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "Ready to name the claim", func() error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(cluster.Status.Conditions, etcdv1alpha1.ConditionReady); c == nil || c.Reason != etcdv1alpha1.ReasonForeignObject || !strings.Contains(c.Message, "PersistentVolumeClaim data-taken-0 exists") {
+			return fmt.Errorf("Ready is %v", c)
+		}
+		return nil
+	})
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+		t.Fatal(err)
+	}
+	if len(claim.OwnerReferences) != 0 {
+		t.Errorf("the claim was taken over: owners %v", claim.OwnerReferences)
+	}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+		t.Fatalf("the operator did not create its own Service once the foreign one was gone: %v", err)
+	}
+	if !metav1.IsControlledBy(svc, cluster) {
+		t.Errorf("Service %s is not controlled by the cluster: %v", svc.Name, svc.OwnerReferences)
+	}
+}

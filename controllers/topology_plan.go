@@ -136,6 +136,7 @@ func plan(o observed) action {
 	for _, m := range o.members {
 		byName[memberName(c, m)] = m
 	}
+	o.healthy = goingDown(o, byName)
 	voters, learners := split(o.members)
 
 	// Once the cluster has formed, no member may found a new one: a seed
@@ -277,6 +278,21 @@ func plan(o observed) action {
 			memberName(c, m), since.UTC().Format(time.RFC3339), since.Add(c.UnhealthyMemberTimeout()).UTC().Format(time.RFC3339))}
 	}
 	return action{kind: actNone}
+}
+
+// goingDown is o.healthy with the members whose Pods are being deleted
+// counted as unhealthy: they answer now, but are about to stop (and, on
+// an emptyDir, to lose their data), so no step may count on them. (A
+// scale-down once removed a healthy member while another's Pod was
+// terminating, and the cluster lost its quorum for good.)
+func goingDown(o observed, byName map[string]etcd.Member) map[uint64]bool {
+	healthy := maps.Clone(o.healthy)
+	for name, p := range o.pods {
+		if m, ok := byName[name]; ok && p.DeletionTimestamp != nil {
+			healthy[m.ID] = false
+		}
+	}
+	return healthy
 }
 
 // checkVersions refuses every change when the image's etcd version cannot

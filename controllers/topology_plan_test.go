@@ -185,6 +185,8 @@ func TestPlan(t *testing.T) {
 		{"scale down: the newest goes", world{replicas: 1, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0"}, actRemove, "a-2"},
 		{"scale down: a sick member goes first", world{replicas: 2, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", sick: []string{"a-1"}}, actRemove, "a-1"},
 		{"two members, one sick: no quorum to commit a removal", world{replicas: 1, voters: []string{"a-0", "a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-1", sick: []string{"a-0"}}, actBlocked, "a-0"},
+		{"scale down while a member's Pod terminates: that member goes", world{replicas: 2, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", deleting: []string{"a-1"}}, actRemove, "a-1"},
+		{"a member whose Pod terminates is no quorum to count on", world{replicas: 1, voters: []string{"a-0", "a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0", deleting: []string{"a-1"}}, actBlocked, "a-1"},
 		{"scale down keeps the leader", world{replicas: 1, voters: []string{"a-0", "a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-1"}, actRemove, "a-0"},
 		{"a sick leader leaves after moving leadership", world{replicas: 2, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-1", sick: []string{"a-1"}}, actMoveLeader, "a-1"},
 		{"removed member's Pod (crash after remove)", world{replicas: 1, voters: []string{"a-0"}, pods: []string{"a-0", "a-1"}, leader: "a-0"}, actDeletePod, "a-1"},

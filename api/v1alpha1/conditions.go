@@ -80,6 +80,10 @@ const (
 	// member's Pod or claim (admission, quota, a missing PriorityClass);
 	// the operator retries until the cause is gone.
 	ReasonMemberPodRefused = "MemberPodRefused"
+	// ReasonForeignObject (Ready, Progressing; CertificatesReady): an object
+	// the operator would create for the cluster exists and belongs to
+	// someone else; the operator never takes it over.
+	ReasonForeignObject = "ForeignObject"
 
 	// ReasonStable (Progressing): membership matches spec.replicas. While
 	// the operator changes the cluster, the reason names its step.

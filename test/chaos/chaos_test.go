@@ -111,13 +111,17 @@ func TestChaos(t *testing.T) {
 			line += " (skipped: it would destroy the data of a member the cluster cannot spare now)"
 			s.do = nil
 		}
-		taken = append(taken, line)
-		t.Log(line)
 		if s.do != nil {
-			if err := s.do(ctx, tg); err != nil {
-				t.Logf("%s: %v", line, err)
+			what, err := s.do(ctx, tg)
+			if what != "" {
+				line += ": " + what
+			}
+			if err != nil {
+				line += fmt.Sprintf(" (failed: %v)", err)
 			}
 		}
+		taken = append(taken, line)
+		t.Log(line)
 		time.Sleep(time.Duration(3+rng.Intn(8)) * time.Second)
 	}
 
@@ -347,7 +351,7 @@ func check(ctx context.Context, t *testing.T, tg *target) {
 // a member's data is only taken while the cluster can spare it.
 type step struct {
 	name     string
-	do       func(ctx context.Context, tg *target) error
+	do       func(ctx context.Context, tg *target) (string, error)
 	destroys bool
 }
 
@@ -356,13 +360,13 @@ func pickStep(rng *rand.Rand, tg *target) step {
 	pick := func(xs []int32) int32 { return xs[rng.Intn(len(xs))] }
 	deleteDestroys := !tg.claims
 	steps := []step{
-		{name: "scale", do: func(ctx context.Context, tg *target) error {
+		{name: "scale", do: func(ctx context.Context, tg *target) (string, error) {
 			n := pick([]int32{1, 2, 3, 5})
-			return patchSpec(ctx, tg, fmt.Sprintf("replicas=%d", n), func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To(n) })
+			return patchSpec(ctx, tg, fmt.Sprintf("replicas %d", n), func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Replicas = ptr.To(n) })
 		}},
-		{name: "roll", do: func(ctx context.Context, tg *target) error {
+		{name: "roll", do: func(ctx context.Context, tg *target) (string, error) {
 			v := strconv.Itoa(10000 + rng.Intn(10000))
-			return patchSpec(ctx, tg, "snapshot-count="+v, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Options = map[string]string{"snapshot-count": v} })
+			return patchSpec(ctx, tg, "snapshot-count "+v, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Options = map[string]string{"snapshot-count": v} })
 		}},
 		{name: "kill a member", do: memberFault(rng, localcluster.FaultKill, "")},
 		{name: "pause a member for 10s", do: memberFault(rng, localcluster.FaultPause, localcluster.FaultResume)},
@@ -374,42 +378,39 @@ func pickStep(rng *rand.Rand, tg *target) step {
 		{name: "refuse new Pods for 20s", do: refusePods},
 	}
 	if tg.image != "" {
-		steps = append(steps, step{name: "upgrade to 3.6", do: func(ctx context.Context, tg *target) error {
+		steps = append(steps, step{name: "upgrade to 3.6", do: func(ctx context.Context, tg *target) (string, error) {
 			return patchSpec(ctx, tg, "image "+builder.DefaultEtcdImage, func(c *etcdv1alpha1.EtcdCluster) {
 				c.Spec.PodTemplate.Spec.Containers = []corev1.Container{{Name: builder.EtcdContainerName, Image: builder.DefaultEtcdImage}}
 			})
 		}})
 	}
 	if tg.secure {
-		steps = append(steps, step{name: "renew the server certificate", do: func(ctx context.Context, tg *target) error {
+		steps = append(steps, step{name: "renew the server certificate", do: func(ctx context.Context, tg *target) (string, error) {
 			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tg.key.Namespace, Name: tg.key.Name + "-server-tls"}}
-			return k8sClient.Delete(ctx, s)
+			return "deleted Secret " + s.Name, k8sClient.Delete(ctx, s)
 		}})
 	}
 	return steps[rng.Intn(len(steps))]
 }
 
-func patchSpec(ctx context.Context, tg *target, what string, change func(*etcdv1alpha1.EtcdCluster)) error {
+func patchSpec(ctx context.Context, tg *target, what string, change func(*etcdv1alpha1.EtcdCluster)) (string, error) {
 	c := &etcdv1alpha1.EtcdCluster{}
 	if err := k8sClient.Get(ctx, tg.key, c); err != nil {
-		return err
+		return what, err
 	}
 	patch := client.MergeFrom(c.DeepCopy())
 	change(c)
-	if err := k8sClient.Patch(ctx, c, patch); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return nil
+	return what, k8sClient.Patch(ctx, c, patch)
 }
 
 // memberFault injects action into a random member's etcd container (or
 // Pod, or data volume), and, when heal is set, heals it 10 s later.
-func memberFault(rng *rand.Rand, action, heal string) func(context.Context, *target) error {
+func memberFault(rng *rand.Rand, action, heal string) func(context.Context, *target) (string, error) {
 	choice := rng.Int()
-	return func(ctx context.Context, tg *target) error {
+	return func(ctx context.Context, tg *target) (string, error) {
 		pods := memberPods(ctx, tg)
 		if len(pods) == 0 {
-			return errors.New("no member Pod")
+			return "", errors.New("no member Pod")
 		}
 		p := pods[choice%len(pods)]
 		f := localcluster.Fault{Action: action, Namespace: p.Namespace, Pod: p.Name, Container: builder.EtcdContainerName}
@@ -417,30 +418,30 @@ func memberFault(rng *rand.Rand, action, heal string) func(context.Context, *tar
 			f.Volume = builder.DataVolumeName
 		}
 		if err := env.Faults.Inject(ctx, f); err != nil {
-			return err
+			return p.Name, err
 		}
 		if action == localcluster.FaultWipe {
-			return env.Faults.Inject(ctx, localcluster.Fault{Action: localcluster.FaultKill, Namespace: p.Namespace, Pod: p.Name, Container: builder.EtcdContainerName})
+			return p.Name, env.Faults.Inject(ctx, localcluster.Fault{Action: localcluster.FaultKill, Namespace: p.Namespace, Pod: p.Name, Container: builder.EtcdContainerName})
 		}
 		if heal == "" {
-			return nil
+			return p.Name, nil
 		}
 		time.Sleep(10 * time.Second)
 		f.Action = heal
-		return env.Faults.Inject(ctx, f)
+		return p.Name, env.Faults.Inject(ctx, f)
 	}
 }
 
 // stopNode stops the node of a random member for 20 s; never the node of
 // the operator or cert-manager, which every cluster needs.
-func stopNode(rng *rand.Rand) func(context.Context, *target) error {
+func stopNode(rng *rand.Rand) func(context.Context, *target) (string, error) {
 	choice := rng.Int()
-	return func(ctx context.Context, tg *target) error {
+	return func(ctx context.Context, tg *target) (string, error) {
 		busy := map[string]bool{}
 		for _, ns := range []string{"etcd-operator-system", "cert-manager"} {
 			pods := &corev1.PodList{}
 			if err := k8sClient.List(ctx, pods, client.InNamespace(ns)); err != nil {
-				return err
+				return "", err
 			}
 			for _, p := range pods.Items {
 				busy[p.Spec.NodeName] = true
@@ -453,41 +454,42 @@ func stopNode(rng *rand.Rand) func(context.Context, *target) error {
 			}
 		}
 		if len(nodes) == 0 {
-			return errors.New("every member shares a node with the operator or cert-manager")
+			return "", errors.New("every member shares a node with the operator or cert-manager")
 		}
 		node := nodes[choice%len(nodes)]
 		if err := env.Faults.Inject(ctx, localcluster.Fault{Action: localcluster.FaultStopNode, Node: node}); err != nil {
-			return err
+			return node, err
 		}
 		time.Sleep(20 * time.Second)
-		return env.Faults.Inject(ctx, localcluster.Fault{Action: localcluster.FaultStartNode, Node: node})
+		return node, env.Faults.Inject(ctx, localcluster.Fault{Action: localcluster.FaultStartNode, Node: node})
 	}
 }
 
-func killOperator(ctx context.Context, _ *target) error {
+func killOperator(ctx context.Context, _ *target) (string, error) {
 	pods := &corev1.PodList{}
 	if err := k8sClient.List(ctx, pods, client.InNamespace("etcd-operator-system")); err != nil {
-		return err
+		return "", err
 	}
 	for _, p := range pods.Items {
 		if p.DeletionTimestamp == nil && len(p.Spec.Containers) > 0 {
-			return env.Faults.Inject(ctx, localcluster.Fault{Action: localcluster.FaultKill, Namespace: p.Namespace, Pod: p.Name, Container: p.Spec.Containers[0].Name})
+			return p.Name, env.Faults.Inject(ctx, localcluster.Fault{Action: localcluster.FaultKill, Namespace: p.Namespace, Pod: p.Name, Container: p.Spec.Containers[0].Name})
 		}
 	}
-	return errors.New("no operator Pod")
+	return "", errors.New("no operator Pod")
 }
 
 // refusePods makes the API server refuse every new Pod in the cluster's
 // namespace for 20 s (a quota of the Pods there are).
-func refusePods(ctx context.Context, tg *target) error {
+func refusePods(ctx context.Context, tg *target) (string, error) {
 	n := len(memberPods(ctx, tg))
 	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: tg.key.Namespace, Name: "chaos-no-more-pods"},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(int64(n), resource.DecimalSI)}}}
+	what := fmt.Sprintf("a quota of %d Pods", n)
 	if err := k8sClient.Create(ctx, quota); err != nil {
-		return err
+		return what, err
 	}
 	time.Sleep(20 * time.Second)
-	return k8sClient.Delete(ctx, quota)
+	return what, k8sClient.Delete(ctx, quota)
 }
 
 func memberPods(ctx context.Context, tg *target) []corev1.Pod {
