@@ -38,10 +38,12 @@ type History struct {
 	clusterIDs map[uint64]bool
 }
 
+// New starts an empty history; its clock starts now.
 func New() *History {
 	return &History{start: time.Now(), clusterIDs: map[uint64]bool{}}
 }
 
+// Now is the history's clock: nanoseconds since it began.
 func (h *History) Now() int64 { return time.Since(h.start).Nanoseconds() }
 
 // Add records an operation that ended now: an acknowledged one, a failed
