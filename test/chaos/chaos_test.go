@@ -125,6 +125,8 @@ func TestChaos(t *testing.T) {
 		time.Sleep(time.Duration(3+rng.Intn(8)) * time.Second)
 	}
 
+	// Give the last fault the time to show before judging recovery.
+	time.Sleep(20 * time.Second)
 	start := time.Now()
 	for _, tg := range targets {
 		awaitReady(ctx, t, tg)
