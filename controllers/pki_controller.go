@@ -102,8 +102,9 @@ func (r *PKIReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 }
 
 // observe reads what pki.PlanCertificates decides from: every Secret of
-// the cluster's PKI, its Certificates (operator-managed mode) and the
-// trust bundle hash each member Pod started with.
+// the cluster's PKI, its Certificates and its tenants' certificate
+// Secrets (operator-managed mode) and the trust bundle hash each member
+// Pod started with.
 func (r *PKIReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (pki.Observed, error) {
 	o := pki.Observed{Cluster: c, CertManager: r.CertManager, Secrets: map[string]*corev1.Secret{}, Certificates: map[string]*cmapi.Certificate{}, Now: time.Now()}
 	for _, name := range pki.SecretsOf(c) {
@@ -114,6 +115,15 @@ func (r *PKIReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 			return o, err
 		}
 		o.Secrets[name] = s
+	}
+	if c.Spec.Security.ManagedTLS() {
+		tenants := &corev1.SecretList{}
+		if err := r.List(ctx, tenants, client.InNamespace(c.Namespace), client.MatchingLabels{etcdv1alpha1.LabelCluster: c.Name}, client.HasLabels{etcdv1alpha1.LabelTenant}); err != nil {
+			return o, err
+		}
+		for i := range tenants.Items {
+			o.TenantSecrets = append(o.TenantSecrets, &tenants.Items[i])
+		}
 	}
 	if c.Spec.Security.ManagedTLS() && r.CertManager {
 		for _, want := range pki.Certificates(c) {
@@ -160,7 +170,8 @@ func (r *PKIReconciler) event(c *etcdv1alpha1.EtcdCluster, eventType, reason, fo
 }
 
 // clustersUsingSecret maps a Secret to the clusters of its namespace whose
-// TLS uses it, or which it is the trust bundle or a signing copy of.
+// TLS uses it, which it is the trust bundle or a signing copy of, or whose
+// tenant's certificate it holds.
 func (r *PKIReconciler) clustersUsingSecret(ctx context.Context, obj client.Object) []reconcile.Request {
 	clusters := &etcdv1alpha1.EtcdClusterList{}
 	if err := r.List(ctx, clusters, client.InNamespace(obj.GetNamespace())); err != nil {
@@ -169,7 +180,8 @@ func (r *PKIReconciler) clustersUsingSecret(ctx context.Context, obj client.Obje
 	var reqs []reconcile.Request
 	for i := range clusters.Items {
 		c := &clusters.Items[i]
-		if slices.Contains(pki.SecretsOf(c), obj.GetName()) {
+		tenant := obj.GetLabels()[etcdv1alpha1.LabelTenant] != "" && obj.GetLabels()[etcdv1alpha1.LabelCluster] == c.Name
+		if tenant || slices.Contains(pki.SecretsOf(c), obj.GetName()) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(c)})
 		}
 	}

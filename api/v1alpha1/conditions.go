@@ -137,6 +137,11 @@ const (
 	// ReasonCertManagerMissing (CertificatesReady): the cert-manager API is
 	// not installed.
 	ReasonCertManagerMissing = "CertManagerMissing"
+	// ReasonIssuerCannotSignCA (CertificatesReady): the issuer named by
+	// certManager.issuerRef or peerIssuerRef failed to issue the cluster's
+	// own CA, or issued a certificate that cannot sign; the message names
+	// the issuer and what to do.
+	ReasonIssuerCannotSignCA = "IssuerCannotSignCA"
 
 	// ReasonAllMembersTrust (CATrusted): every member Pod started with the
 	// current trust bundle.

@@ -458,22 +458,29 @@ type TLSSpec struct {
 	ClientSecret string `json:"clientSecret,omitempty"`
 }
 
-// CertManagerSpec says which cert-manager issuers sign the certificates of
-// an operator-managed cluster. Without issuers, the operator creates two
-// CAs per cluster (a self-signed Issuer signs a CA Certificate that backs
-// a CA Issuer): one for peer traffic, one for client traffic.
+// CertManagerSpec says which cert-manager issuers sign the CAs of an
+// operator-managed cluster. Every cluster has two CAs of its own, one for
+// peer traffic and one for client traffic, and they sign every
+// certificate of the cluster; its members trust them and nothing else, so
+// that no certificate issued for another cluster, even by the same
+// issuer, is an identity of this one. Without issuers, a self-signed
+// Issuer signs them.
 type CertManagerSpec struct {
-	// issuerRef is the issuer that signs the members' server certificates
-	// and the client certificates; its Secrets must carry ca.crt (CA, Vault
-	// and self-signed issuers do). Without it the operator creates the
-	// cluster's client CA.
+	// issuerRef is the issuer that signs the cluster's client CA (an
+	// intermediate CA of the issuer's, Certificate <cluster>-ca), which
+	// signs the members' server certificates and the client certificates.
+	// It must sign CA certificates (isCA): a CA issuer does, a Vault issuer
+	// with a path that signs intermediates; an ACME issuer does not. Without
+	// it the client CA is self-signed.
 	//
 	// +optional
 	IssuerRef *IssuerReference `json:"issuerRef,omitempty"`
 
-	// peerIssuerRef is the issuer that signs the members' peer
-	// certificates. Without it the operator creates the cluster's peer CA,
-	// so that a client certificate can never pass as a member.
+	// peerIssuerRef is the issuer that signs the cluster's peer CA
+	// (Certificate <cluster>-peer-ca), which signs the members' peer
+	// certificates; it must sign CA certificates as issuerRef must.
+	// Without it the peer CA is self-signed. Peers and clients never
+	// share a CA, so that a client certificate can never pass as a member.
 	//
 	// +optional
 	PeerIssuerRef *IssuerReference `json:"peerIssuerRef,omitempty"`

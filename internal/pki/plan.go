@@ -2,8 +2,10 @@ package pki
 
 import (
 	"bytes"
+	"crypto/x509"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
@@ -40,6 +42,9 @@ type Observed struct {
 	// Certificates are the Certificates of Certificates(Cluster) that
 	// exist, by name (operator-managed mode only).
 	Certificates map[string]*cmapi.Certificate
+	// TenantSecrets are the certificate Secrets of the cluster's tenants
+	// that exist (operator-managed mode only).
+	TenantSecrets []*corev1.Secret
 	// MemberTrustHashes are the trust bundle hashes the member Pods were
 	// started with (etcdv1alpha1.AnnotationTrustBundleHash), one per Pod.
 	MemberTrustHashes []string
@@ -72,7 +77,7 @@ type Event struct {
 // PlanCertificates decides a pass of the PKI reconciler from what it
 // observed, in the order of a CA change (see the top of trust.go): apply
 // the cert-manager objects (managed mode); gather the trust bundle; let
-// each of the operator's CAs sign once every member Pod trusts it (the
+// each of the cluster's CAs sign once every member Pod trusts it (the
 // trust gate); wait for cert-manager to issue; check the Secrets.
 func PlanCertificates(o Observed) Plan {
 	c, now := o.Cluster, o.Now
@@ -96,10 +101,20 @@ func PlanCertificates(o Observed) Plan {
 	// The Secrets as this pass leaves them.
 	secrets := map[string]*corev1.Secret{}
 	maps.Copy(secrets, o.Secrets)
-	bundle, err := p.gatherTrust(c, secrets, now)
+	// The cluster's CAs that may sign (managed mode), and why the others
+	// may not.
+	var cas map[string]*x509.Certificate
+	var refused []string
+	if managed {
+		cas, refused = signingCAs(c, secrets)
+	}
+	bundle, legacyRecheck, err := p.gatherTrust(c, secrets, cas, o.TenantSecrets, now)
 	if err != nil {
 		p.CertificatesReady, p.CATrusted = Condition(c, etcdv1alpha1.ReasonSecretInvalid, []string{err.Error()}, time.Time{}, now), TrustUnknown(c, err.Error())
 		return p.warnOnChange(c)
+	}
+	if !legacyRecheck.IsZero() {
+		p.Recheck = legacyRecheck.Sub(now) + time.Second
 	}
 	hash := builder.TrustBundleHash(bundle)
 	trusting := 0
@@ -111,11 +126,16 @@ func PlanCertificates(o Observed) Plan {
 	all := len(o.MemberTrustHashes)
 	var held []string
 	if managed {
-		held = p.releaseSigning(c, secrets, bundle, trusting == all)
+		held = p.releaseSigning(c, secrets, cas, bundle, trusting == all)
 	}
 	p.CATrusted = TrustCondition(c, bundle, trusting, all, held)
 
 	if managed {
+		refused = append(refused, failedCAs(c, o.Certificates)...)
+		if len(refused) > 0 {
+			p.CertificatesReady = Condition(c, etcdv1alpha1.ReasonIssuerCannotSignCA, refused, time.Time{}, now)
+			return p.warnOnChange(c)
+		}
 		if issuing := Issuing(c, o.Certificates); len(issuing) > 0 {
 			p.CertificatesReady = Condition(c, etcdv1alpha1.ReasonIssuing, issuing, time.Time{}, now)
 			return p.warnOnChange(c)
@@ -140,18 +160,113 @@ func PlanCertificates(o Observed) Plan {
 	}
 	p.CertificatesReady = Condition(c, "", nil, nearest, now)
 	// Look again when the nearest certificate expires, to report it.
-	p.Recheck = min(nearest.Sub(now)+time.Second, CertificatesRecheck)
+	p.Recheck = minWait(p.Recheck, min(nearest.Sub(now)+time.Second, CertificatesRecheck))
 	return p
 }
 
-// gatherTrust builds the trust bundle from its sources and the previous
-// bundle, and writes it when it changed. Its error is a *SecretError.
-func (p *Plan) gatherTrust(c *etcdv1alpha1.EtcdCluster, secrets map[string]*corev1.Secret, now time.Time) (map[string][]byte, error) {
-	read := func(k builder.SecretKey) []byte {
-		if s := secrets[k.Secret]; s != nil {
-			return s.Data[k.Key]
+// minWait is the sooner of two waits, 0 meaning none.
+func minWait(a, b time.Duration) time.Duration {
+	if a == 0 || b != 0 && b < a {
+		return b
+	}
+	return a
+}
+
+// signingCAs are the certificates of the cluster's CAs that cert-manager
+// has issued and that may sign, by CA name, and why the others may not: a
+// user's issuer may ignore isCA and return a certificate that cannot
+// sign, which neither enters the trust bundle nor signs.
+func signingCAs(c *etcdv1alpha1.EtcdCluster, secrets map[string]*corev1.Secret) (map[string]*x509.Certificate, []string) {
+	cas := map[string]*x509.Certificate{}
+	var refused []string
+	for _, ca := range OwnCAs(c) {
+		s := secrets[ca]
+		if s == nil {
+			continue
 		}
-		return nil
+		certs := parseValid(s.Data[builder.CertKey])
+		if len(certs) == 0 {
+			continue // Trust reports it
+		}
+		if why := NotCA(certs[0]); why != "" {
+			refused = append(refused, fmt.Sprintf("Certificate %s, %s, came back from %s unable to sign: %s. %s", ca, caPurpose(c, ca), describeIssuer(caIssuer(c, ca)), why, caIssuerAdvice(c, ca)))
+			continue
+		}
+		cas[ca] = certs[0]
+	}
+	return cas, refused
+}
+
+// failedCAs says which of the cluster's CAs a user's issuer failed to
+// issue at the last attempt (cert-manager retries with a back-off).
+func failedCAs(c *etcdv1alpha1.EtcdCluster, observed map[string]*cmapi.Certificate) []string {
+	var failed []string
+	for _, ca := range OwnCAs(c) {
+		cert := observed[ca]
+		if cert == nil || cert.Status.LastFailureTime == nil || UserIssuer(c, ca) == nil || NotIssued(cert) == "" {
+			continue
+		}
+		failed = append(failed, fmt.Sprintf("%s could not issue Certificate %s, %s (%s). %s", describeIssuer(caIssuer(c, ca)), ca, caPurpose(c, ca), issuingMessage(cert), caIssuerAdvice(c, ca)))
+	}
+	return failed
+}
+
+// issuingMessage is what cert-manager says of a Certificate's last
+// issuance: its Issuing condition, else its Ready condition.
+func issuingMessage(cert *cmapi.Certificate) string {
+	why := "the last attempt failed"
+	for _, cond := range cert.Status.Conditions {
+		switch cond.Type {
+		case cmapi.CertificateConditionIssuing:
+			return cond.Reason + ": " + cond.Message
+		case cmapi.CertificateConditionReady:
+			why = cond.Reason + ": " + cond.Message
+		}
+	}
+	return why
+}
+
+// caPurpose says what the cluster's CA ca is, for messages.
+func caPurpose(c *etcdv1alpha1.EtcdCluster, ca string) string {
+	if ca == PeerCAName(c) {
+		return "the CA of this cluster's own that signs its peer certificates"
+	}
+	return "the CA of this cluster's own that signs its server and client certificates"
+}
+
+// caIssuerAdvice says what a user's issuer must do and what to do when it
+// cannot.
+func caIssuerAdvice(c *etcdv1alpha1.EtcdCluster, ca string) string {
+	field := "spec.security.tls.certManager.issuerRef"
+	if ca == PeerCAName(c) {
+		field = "spec.security.tls.certManager.peerIssuerRef"
+	}
+	return fmt.Sprintf("The issuer of %s must sign CA certificates (isCA): every cluster gets CAs of its own, so that a certificate the issuer signs for another cluster is never trusted here. "+
+		"A CA issuer can; a Vault issuer can with a path that signs intermediates (pki/root/sign-intermediate); an ACME issuer cannot. "+
+		"Use such an issuer, or remove %s to have the operator make a self-signed CA", field, field)
+}
+
+// describeIssuer names an issuer as "Kind name".
+func describeIssuer(ref cmmeta.IssuerReference) string {
+	return ref.Kind + " " + ref.Name
+}
+
+// gatherTrust builds the trust bundle from its sources and the previous
+// bundle, and writes it when it changed. In managed mode only the CAs of
+// cas are read, and legacy CAs go once no leaf needs them (ownTrust);
+// the time returned is when to look again for them. Its error is a
+// *SecretError.
+func (p *Plan) gatherTrust(c *etcdv1alpha1.EtcdCluster, secrets map[string]*corev1.Secret, cas map[string]*x509.Certificate, tenants []*corev1.Secret, now time.Time) (map[string][]byte, time.Time, error) {
+	managed := c.Spec.Security.ManagedTLS()
+	read := func(k builder.SecretKey) []byte {
+		s := secrets[k.Secret]
+		if s == nil {
+			return nil
+		}
+		if managed && slices.Contains(OwnCAs(c), k.Secret) && cas[k.Secret] == nil && len(parseValid(s.Data[k.Key])) > 0 {
+			return nil // a CA that cannot sign
+		}
+		return s.Data[k.Key]
 	}
 	name := builder.TrustBundleSecretName(c)
 	previous := secrets[name]
@@ -161,7 +276,11 @@ func (p *Plan) gatherTrust(c *etcdv1alpha1.EtcdCluster, secrets map[string]*core
 	}
 	bundle, err := Trust(TrustSources(c), read, prevData, now)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
+	}
+	var recheck time.Time
+	if managed {
+		bundle, recheck = ownTrust(c, bundle, cas, Leaves(c, secrets, tenants), now)
 	}
 	if previous == nil || !maps.EqualFunc(bundle, previous.Data, bytes.Equal) {
 		s := TrustBundleSecret(c, bundle)
@@ -169,21 +288,25 @@ func (p *Plan) gatherTrust(c *etcdv1alpha1.EtcdCluster, secrets map[string]*core
 			fmt.Sprintf("Secret %s now holds %s", name, DescribeTrust(bundle))}})
 		secrets[name] = s
 	}
-	return bundle, nil
+	return bundle, recheck, nil
 }
 
 // releaseSigning is the trust gate: it refreshes the signing copy of each
-// of the operator's CAs whose certificate the bundle holds, once every
-// member Pod trusts the bundle (allTrust), and returns the CAs held back.
-// A missing copy is made at once: it is the CA a new cluster starts with,
-// or, on a cluster created by an operator without the copies, the CA its
-// Issuer signed with until now.
-func (p *Plan) releaseSigning(c *etcdv1alpha1.EtcdCluster, secrets map[string]*corev1.Secret, bundle map[string][]byte, allTrust bool) []string {
+// of the cluster's CAs that may sign (cas) and whose certificate the
+// bundle holds, once every member Pod trusts the bundle (allTrust), and
+// returns the CAs held back. A missing copy is made at once: it is the CA
+// a new cluster starts with; on a cluster created by an operator without
+// the copies, the CA its Issuer signed with until now; on a cluster whose
+// leaves an operator before per-cluster CAs had the user's issuer sign,
+// a CA that issuer signs, so that the leaves it signs chain to the
+// issuer's CA every member trusts (the bundle keeps it until they do,
+// ownTrust).
+func (p *Plan) releaseSigning(c *etcdv1alpha1.EtcdCluster, secrets map[string]*corev1.Secret, cas map[string]*x509.Certificate, bundle map[string][]byte, allTrust bool) []string {
 	var held []string
 	for _, name := range OwnCAs(c) {
 		ca := secrets[name]
-		if ca == nil {
-			continue // cert-manager has not issued it yet
+		if ca == nil || cas[name] == nil {
+			continue // cert-manager has not issued it yet, or it cannot sign
 		}
 		signing := secrets[SigningSecretName(name)]
 		if signing != nil && bytes.Equal(signing.Data[builder.CertKey], ca.Data[builder.CertKey]) {
