@@ -369,7 +369,8 @@ type SecuritySpec struct {
 	// certificates required); the Secret fields name certificates the user
 	// provides instead. Each certificate Secret has tls.crt and tls.key;
 	// each CA Secret has ca.crt. Without tls, members talk plain HTTP. TLS
-	// cannot be added, removed or changed on an existing cluster.
+	// cannot be added, removed or changed on an existing cluster, except
+	// for the issuers of certManager.
 	//
 	// +optional
 	TLS *TLSSpec `json:"tls,omitempty"`
@@ -392,7 +393,7 @@ type SecuritySpec struct {
 // (certManager), or names the Secrets holding user-provided certificates,
 // each pair given together or not at all.
 //
-// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.security.tls cannot change on an existing cluster: the operator does not roll TLS changes member by member yet, and a half-applied change would cut members off from each other; create a new EtcdCluster with the TLS settings you want and move the data to it"
+// +kubebuilder:validation:XValidation:rule="self == oldSelf || has(self.certManager) && has(oldSelf.certManager)",message="spec.security.tls cannot change on an existing cluster, apart from the issuers of certManager: the operator does not roll TLS changes member by member yet, and a half-applied change would cut members off from each other; create a new EtcdCluster with the TLS settings you want and move the data to it"
 // +kubebuilder:validation:XValidation:rule="!has(self.certManager) || !(has(self.peerSecret) || has(self.peerTrustedCASecret) || has(self.serverSecret) || has(self.serverTrustedCASecret) || has(self.clientSecret) || has(self.clientTrustedCASecret))",message="spec.security.tls: certManager and the user-provided Secret fields (peerSecret, peerTrustedCASecret, serverSecret, serverTrustedCASecret, clientSecret, clientTrustedCASecret) exclude each other: remove certManager to bring your own certificates, or remove the Secret fields to have the operator issue them through cert-manager"
 // +kubebuilder:validation:XValidation:rule="has(self.peerSecret) == has(self.peerTrustedCASecret)",message="spec.security.tls: peerSecret and peerTrustedCASecret go together: set both (the members' peer certificate and the CA that signed it) or neither"
 // +kubebuilder:validation:XValidation:rule="has(self.serverSecret) == has(self.serverTrustedCASecret)",message="spec.security.tls: serverSecret and serverTrustedCASecret go together: set both (the members' serving certificate and the CA that signed it) or neither"
@@ -471,7 +472,8 @@ type CertManagerSpec struct {
 	// signs the members' server certificates and the client certificates.
 	// It must sign CA certificates (isCA): a CA issuer does, a Vault issuer
 	// with a path that signs intermediates; an ACME issuer does not. Without
-	// it the client CA is self-signed.
+	// it the client CA is self-signed. It may change on an existing
+	// cluster: the new issuer's CA is rolled out like a renewed one.
 	//
 	// +optional
 	IssuerRef *IssuerReference `json:"issuerRef,omitempty"`

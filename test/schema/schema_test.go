@@ -410,13 +410,25 @@ var updates = []update{
 		name:   "TLS mode changed",
 		before: "security: {tls: {serverSecret: s, serverTrustedCASecret: s-ca}}",
 		after:  "security: {tls: {certManager: {}}}",
-		want:   "spec.security.tls cannot change on an existing cluster: the operator does not roll TLS changes member by member yet",
+		want:   "spec.security.tls cannot change on an existing cluster, apart from the issuers of certManager: the operator does not roll TLS changes member by member yet",
 	},
 	{
-		name:   "issuer changed",
+		name:   "TLS mode changed the other way",
+		before: "security: {tls: {certManager: {issuerRef: {name: corp-ca, kind: ClusterIssuer}}}}",
+		after:  "security: {tls: {peerSecret: p, peerTrustedCASecret: p-ca}}",
+		want:   "spec.security.tls cannot change on an existing cluster, apart from the issuers of certManager",
+	},
+	{
+		// The cluster's own CA is reissued by the new issuer and rolled
+		// out like a renewed CA (internal/pki/trust.go).
+		name:   "issuer given to a cluster with self-signed CAs",
 		before: "security: {tls: {certManager: {}}}",
 		after:  "security: {tls: {certManager: {issuerRef: {name: corp-ca, kind: ClusterIssuer}}}}",
-		want:   "spec.security.tls cannot change on an existing cluster",
+	},
+	{
+		name:   "peer issuer changed, client issuer removed",
+		before: "security: {tls: {certManager: {issuerRef: {name: corp-ca}, peerIssuerRef: {name: peers}}}}",
+		after:  "security: {tls: {certManager: {peerIssuerRef: {name: other-peers, kind: ClusterIssuer}}}}",
 	},
 	{
 		name:   "scale a managed-TLS cluster",
