@@ -213,6 +213,7 @@ func TestUpgradeFromSharedIssuer(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
 	c := managed(etcdv1alpha1.CertManagerSpec{IssuerRef: &etcdv1alpha1.IssuerReference{Name: "shared", Kind: "ClusterIssuer"}})
+	c.Status.ClusterID = "1f2e" // a running cluster
 	root := newRoot(t, "shared root", now.Add(-48*time.Hour))
 	peerCA := newRoot(t, caCommonName(c, "peer CA"), now.Add(-48*time.Hour))
 	// Before the upgrade: the leaves came straight from the shared root.
@@ -271,7 +272,7 @@ func TestUpgradeFromSharedIssuer(t *testing.T) {
 				secrets[ClientCAName(c)] = certSecret(t, ClientCAName(c), *tt.ca, root.cert)
 			}
 			tenant := certSecret(t, "t-client-tls", tt.leaves.tenant, root.cert)
-			p := PlanCertificates(Observed{Cluster: c, CertManager: true, Secrets: secrets, TenantSecrets: []*corev1.Secret{tenant}, Now: now})
+			p := PlanCertificates(Observed{Cluster: c, CertManager: true, Secrets: secrets, TenantSecrets: []*corev1.Secret{tenant}, MemberTrustHashes: []string{"started"}, Now: now})
 			bundle := bundleOf(p, tt.previous)
 			server := tt.server
 			if server == nil {

@@ -45,6 +45,9 @@ type Observed struct {
 	// TenantSecrets are the certificate Secrets of the cluster's tenants
 	// that exist (operator-managed mode only).
 	TenantSecrets []*corev1.Secret
+	// OtherClusters are the other EtcdClusters the operator sees, with the
+	// client CAs they trust (user-provided Secrets with a client CA only).
+	OtherClusters []OtherCluster
 	// MemberTrustHashes are the trust bundle hashes the member Pods were
 	// started with (etcdv1alpha1.AnnotationTrustBundleHash), one per Pod.
 	MemberTrustHashes []string
@@ -108,7 +111,12 @@ func PlanCertificates(o Observed) Plan {
 	if managed {
 		cas, refused = signingCAs(c, secrets)
 	}
-	bundle, legacyRecheck, err := p.gatherTrust(c, secrets, cas, o.TenantSecrets, now)
+	// A cluster that has not formed and has no member Pod trusts nothing
+	// yet: its bundle is gathered from its sources alone, so that a CA
+	// replaced before it started (one it was refused for sharing, say) is
+	// not kept.
+	fresh := c.Status.ClusterID == "" && len(o.MemberTrustHashes) == 0
+	bundle, legacyRecheck, err := p.gatherTrust(c, secrets, cas, o.TenantSecrets, fresh, now)
 	if err != nil {
 		p.CertificatesReady, p.CATrusted = Condition(c, etcdv1alpha1.ReasonSecretInvalid, []string{err.Error()}, time.Time{}, now), TrustUnknown(c, err.Error())
 		return p.warnOnChange(c)
@@ -129,6 +137,17 @@ func PlanCertificates(o Observed) Plan {
 		held = p.releaseSigning(c, secrets, cas, bundle, trusting == all)
 	}
 	p.CATrusted = TrustCondition(c, bundle, trusting, all, held)
+
+	if why := SharedClientCA(c, bundle[builder.BundleClientCAKey], o.OtherClusters); why != "" {
+		// Refused before the cluster forms; a cluster that runs already is
+		// left running (refusing its Pods would not take the trust away
+		// from the members that hold it) and warned.
+		if c.Status.ClusterID == "" {
+			p.CertificatesReady = Condition(c, etcdv1alpha1.ReasonSharedClientCA, []string{why}, time.Time{}, now)
+			return p.warnOnChange(c)
+		}
+		p.Events = append(p.Events, Event{corev1.EventTypeWarning, etcdv1alpha1.ReasonSharedClientCA, why})
+	}
 
 	if managed {
 		refused = append(refused, failedCAs(c, o.Certificates)...)
@@ -252,11 +271,11 @@ func describeIssuer(ref cmmeta.IssuerReference) string {
 }
 
 // gatherTrust builds the trust bundle from its sources and the previous
-// bundle, and writes it when it changed. In managed mode only the CAs of
-// cas are read, and legacy CAs go once no leaf needs them (ownTrust);
-// the time returned is when to look again for them. Its error is a
-// *SecretError.
-func (p *Plan) gatherTrust(c *etcdv1alpha1.EtcdCluster, secrets map[string]*corev1.Secret, cas map[string]*x509.Certificate, tenants []*corev1.Secret, now time.Time) (map[string][]byte, time.Time, error) {
+// bundle (none when fresh), and writes it when it changed. In managed
+// mode only the CAs of cas are read, and legacy CAs go once no leaf needs
+// them (ownTrust); the time returned is when to look again for them. Its
+// error is a *SecretError.
+func (p *Plan) gatherTrust(c *etcdv1alpha1.EtcdCluster, secrets map[string]*corev1.Secret, cas map[string]*x509.Certificate, tenants []*corev1.Secret, fresh bool, now time.Time) (map[string][]byte, time.Time, error) {
 	managed := c.Spec.Security.ManagedTLS()
 	read := func(k builder.SecretKey) []byte {
 		s := secrets[k.Secret]
@@ -271,7 +290,7 @@ func (p *Plan) gatherTrust(c *etcdv1alpha1.EtcdCluster, secrets map[string]*core
 	name := builder.TrustBundleSecretName(c)
 	previous := secrets[name]
 	var prevData map[string][]byte
-	if previous != nil {
+	if previous != nil && !fresh {
 		prevData = previous.Data
 	}
 	bundle, err := Trust(TrustSources(c), read, prevData, now)

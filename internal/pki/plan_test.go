@@ -204,3 +204,44 @@ func TestPlanCertificates(t *testing.T) {
 		})
 	}
 }
+
+// TestFreshBundle checks that a cluster trusting nothing yet (not formed,
+// no member Pod) gets a bundle of its current CAs only, while any other
+// keeps the CAs its bundle held.
+func TestFreshBundle(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	old, _ := selfSigned(t, now.Add(100*time.Hour))
+	current, key := selfSigned(t, now.Add(200*time.Hour))
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: "ns"}, Spec: etcdv1alpha1.EtcdClusterSpec{Security: &etcdv1alpha1.SecuritySpec{TLS: &etcdv1alpha1.TLSSpec{
+		PeerSecret: "peer", PeerTrustedCASecret: "peer-ca",
+	}}}}
+	secrets := map[string]*corev1.Secret{
+		"peer":        tlsSecret("peer", current, key, current),
+		"peer-ca":     tlsSecret("peer-ca", current, key, current),
+		"e-ca-bundle": TrustBundleSecret(c, map[string][]byte{builder.BundlePeerCAKey: old}),
+	}
+	for _, tt := range []struct {
+		name      string
+		clusterID string
+		pods      []string
+		want      int
+	}{
+		{name: "not formed, no Pod: the current CA only", want: 1},
+		{name: "not formed, a Pod started: both", pods: []string{"h"}, want: 2},
+		{name: "formed, its Pods gone: both", clusterID: "1f2e", want: 2},
+	} {
+		cc := c.DeepCopy()
+		cc.Status.ClusterID = tt.clusterID
+		p := PlanCertificates(Observed{Cluster: cc, Secrets: secrets, MemberTrustHashes: tt.pods, Now: now})
+		got := secrets["e-ca-bundle"].Data
+		for _, w := range p.Writes {
+			if w.Object.GetName() == "e-ca-bundle" {
+				got = w.Object.(*corev1.Secret).Data
+			}
+		}
+		if n := len(parseValid(got[builder.BundlePeerCAKey])); n != tt.want {
+			t.Errorf("%s: the bundle holds %d peer CAs, want %d", tt.name, n, tt.want)
+		}
+	}
+}
