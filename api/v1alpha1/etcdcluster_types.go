@@ -470,9 +470,9 @@ type CertManagerSpec struct {
 	// issuerRef is the issuer that signs the cluster's client CA (an
 	// intermediate CA of the issuer's, Certificate <cluster>-ca), which
 	// signs the members' server certificates and the client certificates.
-	// It must sign CA certificates (isCA): a CA issuer does, a Vault issuer
-	// with a path that signs intermediates; an ACME issuer does not. Without
-	// it the client CA is self-signed. It may change on an existing
+	// It must sign CA certificates (isCA): a CA issuer does; an ACME
+	// issuer, or a Vault issuer on a pki/sign/<role> path, does not.
+	// Without it the client CA is self-signed. It may change on an existing
 	// cluster: the new issuer's CA is rolled out like a renewed one.
 	//
 	// +optional

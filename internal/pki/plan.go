@@ -261,7 +261,7 @@ func caIssuerAdvice(c *etcdv1alpha1.EtcdCluster, ca string) string {
 		field = "spec.security.tls.certManager.peerIssuerRef"
 	}
 	return fmt.Sprintf("The issuer of %s must sign CA certificates (isCA): every cluster gets CAs of its own, so that a certificate the issuer signs for another cluster is never trusted here. "+
-		"A CA issuer can; a Vault issuer can with a path that signs intermediates (pki/root/sign-intermediate); an ACME issuer cannot. "+
+		"A CA issuer can; an ACME issuer and a Vault issuer on a pki/sign/<role> path cannot (cert-manager does not ask Vault for CA certificates; a path to Vault's sign-intermediate endpoint may do). "+
 		"Use such an issuer, or remove %s to have the operator make a self-signed CA", field, field)
 }
 
