@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -394,6 +395,84 @@ func TestIssuerCannotSignCA(t *testing.T) {
 				if holds(bundleOf(p, nil)[builder.BundleClientCAKey], leaf) != (NotCA(leaf) == "") {
 					t.Error("the trust bundle takes in a certificate that cannot sign")
 				}
+			}
+		})
+	}
+}
+
+// TestNewCAOfRunningCluster checks the trust gate for a CA that has no
+// signing copy yet on a running cluster: it signs at once only when the
+// members already take what it signs (it chains to a CA of the bundle
+// they run with, as after an upgrade from leaves the user's issuer
+// signed); otherwise it waits for the roll like a renewed CA, and the
+// leaves waiting for it do not hold the roll back while their Secrets
+// hold valid certificates.
+func TestNewCAOfRunningCluster(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	root := newRoot(t, "shared root", now.Add(-48*time.Hour))
+	withIssuer := managed(etcdv1alpha1.CertManagerSpec{IssuerRef: &etcdv1alpha1.IssuerReference{Name: "shared", Kind: "ClusterIssuer"}})
+	withoutIssuer := managed(etcdv1alpha1.CertManagerSpec{}) // issuerRef removed
+	peerCA := newRoot(t, caCommonName(withIssuer, "peer CA"), now.Add(-48*time.Hour))
+	intermediate := sign(t, &root, caCommonName(withIssuer, "client CA"), true, now.Add(-time.Minute))
+	selfSignedCA := newRoot(t, caCommonName(withIssuer, "client CA"), now.Add(-time.Minute))
+	// The members run with the bundle of the upgraded operator's
+	// predecessor: the shared root for clients, the cluster's peer CA.
+	previous := map[string][]byte{builder.BundleServerCAKey: pemOf(root.cert), builder.BundleClientCAKey: pemOf(root.cert), builder.BundlePeerCAKey: pemOf(peerCA.cert)}
+
+	tests := []struct {
+		name        string
+		cluster     *etcdv1alpha1.EtcdCluster
+		ca          testCA
+		allTrust    bool // every member Pod runs with the bundle this pass gathers
+		noLeaf      bool // the server certificate's Secret is gone
+		wantSigned  bool
+		wantReady   metav1.ConditionStatus
+		wantWaiting string
+	}{
+		{name: "a CA that chains to the issuer's CA the members trust signs at once", cluster: withIssuer, ca: intermediate, wantSigned: true, wantReady: metav1.ConditionFalse, wantWaiting: "Certificate e-server-tls is not issued yet"},
+		{name: "a CA the members cannot verify waits for the roll, which goes on", cluster: withoutIssuer, ca: selfSignedCA, wantReady: metav1.ConditionTrue},
+		{name: "once every member trusts it, it signs", cluster: withoutIssuer, ca: selfSignedCA, allTrust: true, wantSigned: true, wantReady: metav1.ConditionFalse, wantWaiting: "Certificate e-server-tls is not issued yet"},
+		{name: "a leaf without a valid Secret is waited for all the same", cluster: withoutIssuer, ca: selfSignedCA, noLeaf: true, wantReady: metav1.ConditionFalse, wantWaiting: "Certificate e-server-tls is not issued yet"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := tt.cluster.DeepCopy()
+			c.Status.ClusterID = "1f2e"
+			// The leaves the predecessor had the shared root sign; their
+			// Certificates wait for Issuer e-ca, which has no signing copy.
+			secrets := map[string]*corev1.Secret{
+				builder.ServerTLSSecretName(c):   certSecret(t, builder.ServerTLSSecretName(c), sign(t, &root, c.Name, false, now.Add(-24*time.Hour)), root.cert),
+				builder.ClientTLSSecretName(c):   certSecret(t, builder.ClientTLSSecretName(c), sign(t, &root, RootCommonName, false, now.Add(-24*time.Hour)), root.cert),
+				builder.PeerTLSSecretName(c):     certSecret(t, builder.PeerTLSSecretName(c), sign(t, &peerCA, c.Name, false, now.Add(-24*time.Hour)), peerCA.cert),
+				PeerCAName(c):                    certSecret(t, PeerCAName(c), peerCA, peerCA.cert),
+				SigningSecretName(PeerCAName(c)): certSecret(t, SigningSecretName(PeerCAName(c)), peerCA, peerCA.cert),
+				ClientCAName(c):                  certSecret(t, ClientCAName(c), tt.ca, root.cert),
+				builder.TrustBundleSecretName(c): TrustBundleSecret(c, previous),
+			}
+			if tt.noLeaf {
+				delete(secrets, builder.ServerTLSSecretName(c))
+			}
+			certs := readyCertificates(c)
+			for _, leaf := range []string{builder.ServerTLSSecretName(c), builder.ClientTLSSecretName(c)} {
+				certs[leaf].Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionReady, Status: cmmeta.ConditionFalse, Reason: "Pending", Message: "Issuer e-ca is not ready"}}
+			}
+			// The bundle this pass gathers, for the members' hashes.
+			first := PlanCertificates(Observed{Cluster: c, CertManager: true, Secrets: secrets, Certificates: certs, MemberTrustHashes: []string{"old", "old", "old"}, Now: now})
+			hash := "old"
+			if tt.allTrust {
+				hash = builder.TrustBundleHash(bundleOf(first, previous))
+			}
+			p := PlanCertificates(Observed{Cluster: c, CertManager: true, Secrets: secrets, Certificates: certs, MemberTrustHashes: []string{hash, hash, hash}, Now: now})
+			if got := slices.Contains(signed(p), ClientCAName(c)); got != tt.wantSigned {
+				t.Errorf("the plan lets e-ca sign: %v, want %v (CATrusted: %s)", got, tt.wantSigned, p.CATrusted.Message)
+			}
+			if got := p.CertificatesReady; got.Status != tt.wantReady || !strings.Contains(got.Message, tt.wantWaiting) {
+				t.Errorf("CertificatesReady = %s %s: %s, want %s saying %q", got.Status, got.Reason, got.Message, tt.wantReady, tt.wantWaiting)
+			}
+			if !tt.wantSigned && !strings.Contains(p.CATrusted.Message, ClientCAName(c)) {
+				t.Errorf("CATrusted does not name the held CA: %s", p.CATrusted.Message)
 			}
 		})
 	}

@@ -134,7 +134,11 @@ func PlanCertificates(o Observed) Plan {
 	all := len(o.MemberTrustHashes)
 	var held []string
 	if managed {
-		held = p.releaseSigning(c, secrets, cas, bundle, trusting == all)
+		var previous map[string][]byte
+		if prev := o.Secrets[builder.TrustBundleSecretName(c)]; prev != nil {
+			previous = prev.Data
+		}
+		held = p.releaseSigning(c, secrets, cas, bundle, previous, trusting == all, now)
 	}
 	p.CATrusted = TrustCondition(c, bundle, trusting, all, held)
 
@@ -155,7 +159,7 @@ func PlanCertificates(o Observed) Plan {
 			p.CertificatesReady = Condition(c, etcdv1alpha1.ReasonIssuerCannotSignCA, refused, time.Time{}, now)
 			return p.warnOnChange(c)
 		}
-		if issuing := Issuing(c, o.Certificates); len(issuing) > 0 {
+		if issuing := Issuing(c, o.Certificates, held, secrets, now); len(issuing) > 0 {
 			p.CertificatesReady = Condition(c, etcdv1alpha1.ReasonIssuing, issuing, time.Time{}, now)
 			return p.warnOnChange(c)
 		}
@@ -313,14 +317,17 @@ func (p *Plan) gatherTrust(c *etcdv1alpha1.EtcdCluster, secrets map[string]*core
 // releaseSigning is the trust gate: it refreshes the signing copy of each
 // of the cluster's CAs that may sign (cas) and whose certificate the
 // bundle holds, once every member Pod trusts the bundle (allTrust), and
-// returns the CAs held back. A missing copy is made at once: it is the CA
-// a new cluster starts with; on a cluster created by an operator without
-// the copies, the CA its Issuer signed with until now; on a cluster whose
-// leaves an operator before per-cluster CAs had the user's issuer sign,
-// a CA that issuer signs, so that the leaves it signs chain to the
-// issuer's CA every member trusts (the bundle keeps it until they do,
-// ownTrust).
-func (p *Plan) releaseSigning(c *etcdv1alpha1.EtcdCluster, secrets map[string]*corev1.Secret, cas map[string]*x509.Certificate, bundle map[string][]byte, allTrust bool) []string {
+// returns the CAs held back. A missing copy is made at once when the
+// members already take what the CA signs: without a previous bundle it is
+// the CA a new cluster starts with or, on a cluster created by an
+// operator without the bundle and the copies, the CA its Issuer signed
+// with until now; with one, the CA must be in it or chain to a CA in it
+// (previous, what the members were started with or are being rolled
+// onto): so it is on a cluster whose leaves an operator before per-cluster
+// CAs had the user's issuer sign, whose CA that issuer signs now (the
+// bundle keeps the issuer's CA until no leaf needs it, ownTrust). Any
+// other missing copy waits like a renewed CA.
+func (p *Plan) releaseSigning(c *etcdv1alpha1.EtcdCluster, secrets map[string]*corev1.Secret, cas map[string]*x509.Certificate, bundle, previous map[string][]byte, allTrust bool, now time.Time) []string {
 	var held []string
 	for _, name := range OwnCAs(c) {
 		ca := secrets[name]
@@ -331,17 +338,44 @@ func (p *Plan) releaseSigning(c *etcdv1alpha1.EtcdCluster, secrets map[string]*c
 		if signing != nil && bytes.Equal(signing.Data[builder.CertKey], ca.Data[builder.CertKey]) {
 			continue
 		}
-		if signing != nil && (!allTrust || !Trusts(c, bundle, name, ca.Data[builder.CertKey])) {
+		trusted := signing == nil && (previous == nil || trustedThrough(c, name, ca, previous, now))
+		if !trusted && (!allTrust || !Trusts(c, bundle, name, ca.Data[builder.CertKey])) {
 			held = append(held, name)
 			continue
 		}
 		w := Write{Object: SigningSecret(c, ca)}
-		if signing != nil {
+		if !trusted {
 			w.Event = &Event{corev1.EventTypeNormal, "CARolledOut", fmt.Sprintf("Every member trusts the new %s: it signs from now on", name)}
 		}
 		p.Writes = append(p.Writes, w)
 	}
 	return held
+}
+
+// trustedThrough tells whether members trusting bundle take what the
+// cluster's CA ca (its Secret s) signs: under each key it must be trusted
+// in, the CA is in the bundle or chains to a CA there through the
+// certificates its Secret carries (the rest of tls.crt, and ca.crt).
+func trustedThrough(c *etcdv1alpha1.EtcdCluster, ca string, s *corev1.Secret, bundle map[string][]byte, now time.Time) bool {
+	chain := parseValid(s.Data[builder.CertKey])
+	if len(chain) == 0 {
+		return false
+	}
+	intermediates := x509.NewCertPool()
+	for _, cert := range append(chain[1:], parseValid(s.Data[builder.CAKey])...) {
+		intermediates.AddCert(cert)
+	}
+	for _, key := range trustKeysOf(c, ca) {
+		roots := x509.NewCertPool()
+		for _, cert := range parseValid(bundle[key]) {
+			roots.AddCert(cert)
+		}
+		opts := x509.VerifyOptions{Roots: roots, Intermediates: intermediates, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}
+		if _, err := chain[0].Verify(opts); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // warnOnChange raises a warning when CertificatesReady is False with
@@ -357,8 +391,11 @@ func (p Plan) warnOnChange(c *etcdv1alpha1.EtcdCluster) Plan {
 // Issuing names the cluster's Certificates that cert-manager has not
 // issued (Ready) for the spec this pass applies, and why. A Certificate
 // missing from observed, or whose spec is not the one applied, is one the
-// pass creates or changes.
-func Issuing(c *etcdv1alpha1.EtcdCluster, observed map[string]*cmapi.Certificate) []string {
+// pass creates or changes. A leaf of a CA held back until every member
+// trusts it (held) is not waited for while its Secret holds a valid
+// certificate: the members run on that one, and the roll the CA waits for
+// must go on (no roll starts while CertificatesReady is False).
+func Issuing(c *etcdv1alpha1.EtcdCluster, observed map[string]*cmapi.Certificate, held []string, secrets map[string]*corev1.Secret, now time.Time) []string {
 	var waiting []string
 	for _, want := range Certificates(c) {
 		got := observed[want.Name]
@@ -366,9 +403,17 @@ func Issuing(c *etcdv1alpha1.EtcdCluster, observed map[string]*cmapi.Certificate
 			got = want
 		}
 		current := equality.Semantic.DeepDerivative(want.Spec, got.Spec)
-		if why := notIssued(got, current); why != "" {
-			waiting = append(waiting, why)
+		why := notIssued(got, current)
+		if why == "" {
+			continue
 		}
+		if slices.Contains(held, want.Spec.IssuerRef.Name) && want.Spec.IssuerRef.Kind == cmapi.IssuerKind {
+			need := Need{Secret: want.Spec.SecretName, Keys: []string{builder.CertKey, builder.PrivateKeyKey}}
+			if expiry, err := Check(need, secrets[need.Secret]); err == nil && expiry.After(now) {
+				continue
+			}
+		}
+		waiting = append(waiting, why)
 	}
 	return waiting
 }
