@@ -134,8 +134,10 @@ func PlanCertificates(o Observed) Plan {
 	all := len(o.MemberTrustHashes)
 	var held []string
 	if managed {
+		// What the members run with; nothing for a cluster that trusts
+		// nothing yet.
 		var previous map[string][]byte
-		if prev := o.Secrets[builder.TrustBundleSecretName(c)]; prev != nil {
+		if prev := o.Secrets[builder.TrustBundleSecretName(c)]; prev != nil && !fresh {
 			previous = prev.Data
 		}
 		held = p.releaseSigning(c, secrets, cas, bundle, previous, trusting == all, now)

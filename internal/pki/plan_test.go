@@ -250,3 +250,27 @@ func TestFreshBundle(t *testing.T) {
 		}
 	}
 }
+
+// TestNewClusterSigns checks that the CAs of a new cluster sign as soon as
+// cert-manager issues them, on the first pass or a later one, without a
+// roll-out event: no member trusts anything yet.
+func TestNewClusterSigns(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	c := managed(etcdv1alpha1.CertManagerSpec{})
+	crt, key := selfSigned(t, now.Add(240*time.Hour))
+	secrets := map[string]*corev1.Secret{
+		"e-ca":        tlsSecret("e-ca", crt, key, crt),
+		"e-peer-ca":   tlsSecret("e-peer-ca", crt, key, crt),
+		"e-ca-bundle": TrustBundleSecret(c, map[string][]byte{}), // written by the pass before the CAs
+	}
+	p := PlanCertificates(Observed{Cluster: c, CertManager: true, Secrets: secrets, Now: now})
+	if got := signed(p); !slices.Equal(got, []string{"e-ca", "e-peer-ca"}) {
+		t.Errorf("the plan lets %v sign, want both CAs", got)
+	}
+	for _, w := range p.Writes {
+		if w.Event != nil && w.Event.Reason == "CARolledOut" {
+			t.Errorf("a new cluster's CA is announced as rolled out: %s", w.Event.Message)
+		}
+	}
+}
