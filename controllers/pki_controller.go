@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
 	"github.com/etcd-operator/etcd-operator/internal/pki"
 )
 
@@ -102,8 +103,9 @@ func (r *PKIReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 }
 
 // observe reads what pki.PlanCertificates decides from: every Secret of
-// the cluster's PKI, its Certificates (operator-managed mode) and the
-// trust bundle hash each member Pod started with.
+// the cluster's PKI, its Certificates and its tenants' certificate
+// Secrets (operator-managed mode) and the trust bundle hash each member
+// Pod started with.
 func (r *PKIReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (pki.Observed, error) {
 	o := pki.Observed{Cluster: c, CertManager: r.CertManager, Secrets: map[string]*corev1.Secret{}, Certificates: map[string]*cmapi.Certificate{}, Now: time.Now()}
 	for _, name := range pki.SecretsOf(c) {
@@ -114,6 +116,15 @@ func (r *PKIReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 			return o, err
 		}
 		o.Secrets[name] = s
+	}
+	if c.Spec.Security.ManagedTLS() {
+		tenants := &corev1.SecretList{}
+		if err := r.List(ctx, tenants, client.InNamespace(c.Namespace), client.MatchingLabels{etcdv1alpha1.LabelCluster: c.Name}, client.HasLabels{etcdv1alpha1.LabelTenant}); err != nil {
+			return o, err
+		}
+		for i := range tenants.Items {
+			o.TenantSecrets = append(o.TenantSecrets, &tenants.Items[i])
+		}
 	}
 	if c.Spec.Security.ManagedTLS() && r.CertManager {
 		for _, want := range pki.Certificates(c) {
@@ -126,6 +137,11 @@ func (r *PKIReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 			o.Certificates[got.Name] = got
 		}
 	}
+	others, err := r.otherClusters(ctx, c)
+	if err != nil {
+		return o, err
+	}
+	o.OtherClusters = others
 	pods, err := memberPods(ctx, r.Client, c)
 	if err != nil {
 		return o, err
@@ -134,6 +150,42 @@ func (r *PKIReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCluster
 		o.MemberTrustHashes = append(o.MemberTrustHashes, p.Annotations[etcdv1alpha1.AnnotationTrustBundleHash])
 	}
 	return o, nil
+}
+
+// otherClusters are the other EtcdClusters the operator sees, in every
+// namespace, with the client CAs their trust bundles hold, for a cluster
+// with user-provided Secrets and a client CA (pki.SharedClientCA); none
+// for the others.
+func (r *PKIReconciler) otherClusters(ctx context.Context, c *etcdv1alpha1.EtcdCluster) ([]pki.OtherCluster, error) {
+	if !usesOwnClientCA(c) {
+		return nil, nil
+	}
+	clusters := &etcdv1alpha1.EtcdClusterList{}
+	if err := r.List(ctx, clusters); err != nil {
+		return nil, err
+	}
+	var others []pki.OtherCluster
+	for i := range clusters.Items {
+		o := &clusters.Items[i]
+		if o.UID == c.UID || !o.Spec.Security.ClientTLS() {
+			continue
+		}
+		bundle := &corev1.Secret{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: builder.TrustBundleSecretName(o)}, bundle); apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		others = append(others, pki.OtherCluster{Namespace: o.Namespace, Name: o.Name, Created: o.CreationTimestamp.Time, ClientCAs: bundle.Data[builder.BundleClientCAKey]})
+	}
+	return others, nil
+}
+
+// usesOwnClientCA tells whether cluster c trusts a client CA from a
+// user's Secret, which another cluster might trust too.
+func usesOwnClientCA(c *etcdv1alpha1.EtcdCluster) bool {
+	sec := c.Spec.Security
+	return !sec.ManagedTLS() && sec != nil && sec.TLS != nil && sec.TLS.ClientTrustedCASecret != ""
 }
 
 // act applies the plan's objects, raising the event of each once it is
@@ -160,16 +212,28 @@ func (r *PKIReconciler) event(c *etcdv1alpha1.EtcdCluster, eventType, reason, fo
 }
 
 // clustersUsingSecret maps a Secret to the clusters of its namespace whose
-// TLS uses it, or which it is the trust bundle or a signing copy of.
+// TLS uses it, which it is the trust bundle or a signing copy of, or whose
+// tenant's certificate it holds; and a cluster's trust bundle to every
+// cluster with a client CA of the user's, which must not share it.
 func (r *PKIReconciler) clustersUsingSecret(ctx context.Context, obj client.Object) []reconcile.Request {
 	clusters := &etcdv1alpha1.EtcdClusterList{}
-	if err := r.List(ctx, clusters, client.InNamespace(obj.GetNamespace())); err != nil {
+	if err := r.List(ctx, clusters); err != nil {
 		return nil
 	}
+	labels := obj.GetLabels()
+	owner := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: labels[etcdv1alpha1.LabelCluster]}}
+	bundle := owner.Name != "" && obj.GetName() == builder.TrustBundleSecretName(owner)
 	var reqs []reconcile.Request
 	for i := range clusters.Items {
 		c := &clusters.Items[i]
-		if slices.Contains(pki.SecretsOf(c), obj.GetName()) {
+		if c.Namespace != obj.GetNamespace() {
+			if bundle && usesOwnClientCA(c) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(c)})
+			}
+			continue
+		}
+		tenant := labels[etcdv1alpha1.LabelTenant] != "" && labels[etcdv1alpha1.LabelCluster] == c.Name
+		if tenant || bundle && usesOwnClientCA(c) || slices.Contains(pki.SecretsOf(c), obj.GetName()) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(c)})
 		}
 	}

@@ -157,3 +157,61 @@ func TestManagedTLSWaitsForCertManager(t *testing.T) {
 		t.Fatalf("%d Pods created without certificates", len(pods.Items))
 	}
 }
+
+// TestSharedClientCAIsRefused checks, across namespaces, that a cluster
+// with user-provided Secrets whose client CA an older cluster already
+// trusts gets no member Pod and is told why, that the older one is not
+// disturbed, and that a client CA of its own lets it go on.
+func TestSharedClientCAIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	caPEM, keyPEM := testPair(t)
+	userCluster := func(ns string, ca, key []byte) *etcdv1alpha1.EtcdCluster {
+		t.Helper()
+		for _, s := range []*corev1.Secret{
+			{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ca"}, Data: map[string][]byte{"ca.crt": ca}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "server"}, Data: map[string][]byte{"tls.crt": ca, "tls.key": key}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "client"}, Data: map[string][]byte{"tls.crt": ca, "tls.key": key}},
+		} {
+			if err := k8sClient.Create(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c := &etcdv1alpha1.EtcdCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+			Spec: etcdv1alpha1.EtcdClusterSpec{Security: &etcdv1alpha1.SecuritySpec{TLS: &etcdv1alpha1.TLSSpec{
+				ServerSecret: "server", ServerTrustedCASecret: "ca", ClientSecret: "client", ClientTrustedCASecret: "ca",
+			}}},
+		}
+		if err := k8sClient.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	first := userCluster(newNamespace(ctx, t), caPEM, keyPEM)
+	awaitCondition(ctx, t, first, etcdv1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, etcdv1alpha1.ReasonCertificatesReady)
+	second := userCluster(newNamespace(ctx, t), caPEM, keyPEM)
+	awaitCondition(ctx, t, second, etcdv1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, etcdv1alpha1.ReasonSharedClientCA)
+	cond := meta.FindStatusCondition(second.Status.Conditions, etcdv1alpha1.ConditionCertificatesReady)
+	if want := "spec.security.tls.clientTrustedCASecret: Secret ca holds a CA another cluster trusts for its clients (EtcdCluster " + first.Namespace + "/db"; !strings.Contains(cond.Message, want) {
+		t.Errorf("CertificatesReady says %q, want %q", cond.Message, want)
+	}
+	pods := &corev1.PodList{}
+	if err := k8sClient.List(ctx, pods, client.InNamespace(second.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) > 0 {
+		t.Errorf("%d Pods created for a cluster sharing its client CA", len(pods.Items))
+	}
+	awaitCondition(ctx, t, first, etcdv1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, etcdv1alpha1.ReasonCertificatesReady)
+
+	// A client CA of its own: the second cluster goes on.
+	ownCA, ownKey := testPair(t)
+	for name, data := range map[string]map[string][]byte{"ca": {"ca.crt": ownCA}, "server": {"tls.crt": ownCA, "tls.key": ownKey}, "client": {"tls.crt": ownCA, "tls.key": ownKey}} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: second.Namespace, Name: name}, Data: data}
+		if err := k8sClient.Update(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitCondition(ctx, t, second, etcdv1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, etcdv1alpha1.ReasonCertificatesReady)
+}

@@ -648,14 +648,17 @@ func initialCluster(c *etcdv1alpha1.EtcdCluster, members []etcd.Member) string {
 	return builder.InitialCluster(peers)
 }
 
-// certificatesWait turns the creation of a member Pod into a wait while the
+// certificatesWait turns a step that leads to the creation of a member Pod
+// (creating it; adding the member it is created for; rolling a member in
+// place, whose Pod is deleted to be created again) into a wait while the
 // cluster's certificates are not ready (as the PKI reconciler reports in
 // CertificatesReady) or its trust bundle does not exist: the Pod could not
-// start without its Secrets, and a Pod waiting on a missing Secret says
-// nothing in the cluster's status.
+// start without its Secrets, a Pod waiting on a missing Secret says
+// nothing in the cluster's status, and a member rolled meanwhile would
+// stay down until they are ready.
 func certificatesWait(o observed, a action) action {
 	c := o.cluster
-	if (a.kind != actCreateSeed && a.kind != actCreatePod) || !c.Spec.Security.TLSEnabled() {
+	if !slices.Contains([]actionKind{actCreateSeed, actCreatePod, actAddLearner, actRoll}, a.kind) || !c.Spec.Security.TLSEnabled() {
 		return a
 	}
 	cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionCertificatesReady)

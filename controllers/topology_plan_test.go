@@ -413,3 +413,31 @@ func simulateRoll(n int, persistent bool) ([]string, error) {
 	}
 	return steps, fmt.Errorf("no end after %d steps", len(steps))
 }
+
+// TestCertificatesWait checks that, on a TLS cluster whose certificates
+// are not ready, no step starts that ends in creating a member's Pod: a
+// member rolled in place would stay down, a member added would wait
+// without one. Other steps go on; with the certificates ready, all do.
+func TestCertificatesWait(t *testing.T) {
+	t.Parallel()
+	tlsCluster := func(ready metav1.ConditionStatus) observed {
+		c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", Generation: 2}, Spec: etcdv1alpha1.EtcdClusterSpec{Security: &etcdv1alpha1.SecuritySpec{
+			TLS: &etcdv1alpha1.TLSSpec{CertManager: &etcdv1alpha1.CertManagerSpec{}},
+		}}}
+		c.Status.Conditions = []metav1.Condition{{Type: etcdv1alpha1.ConditionCertificatesReady, Status: ready, ObservedGeneration: 2, Message: "Certificate a-server-tls is not issued yet"}}
+		return observed{cluster: c, trustHash: "bundle"}
+	}
+	for _, kind := range []actionKind{actCreateSeed, actCreatePod, actAddLearner, actRoll, actRemove, actMoveLeader, actPromote, actDeletePod} {
+		waits := kind == actCreateSeed || kind == actCreatePod || kind == actAddLearner || kind == actRoll
+		got := certificatesWait(tlsCluster(metav1.ConditionFalse), action{kind: kind, member: "a-1"})
+		if (got.kind == actWait) != waits {
+			t.Errorf("%s with the certificates not ready: %s (%s), want a wait: %v", kind, got.kind, got.reason, waits)
+		}
+		if waits && !strings.Contains(got.reason, "Certificate a-server-tls is not issued yet") {
+			t.Errorf("%s waits without saying why: %s", kind, got.reason)
+		}
+		if got := certificatesWait(tlsCluster(metav1.ConditionTrue), action{kind: kind, member: "a-1"}); got.kind != kind {
+			t.Errorf("%s with the certificates ready: %s", kind, got.kind)
+		}
+	}
+}

@@ -141,6 +141,17 @@ const (
 	// ReasonCertManagerMissing (CertificatesReady): the cert-manager API is
 	// not installed.
 	ReasonCertManagerMissing = "CertManagerMissing"
+	// ReasonIssuerCannotSignCA (CertificatesReady): the issuer named by
+	// certManager.issuerRef or peerIssuerRef failed to issue the cluster's
+	// own CA, or issued a certificate that cannot sign; the message names
+	// the issuer and what to do.
+	ReasonIssuerCannotSignCA = "IssuerCannotSignCA"
+	// ReasonSharedClientCA (CertificatesReady, and a Warning event): the
+	// CA in clientTrustedCASecret is one another EtcdCluster already
+	// trusts for clients, so a client certificate made for one would
+	// authenticate on the other. A cluster that has not formed is refused;
+	// one that runs is warned.
+	ReasonSharedClientCA = "SharedClientCA"
 
 	// ReasonAllMembersTrust (CATrusted): every member Pod started with the
 	// current trust bundle.

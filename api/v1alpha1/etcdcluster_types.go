@@ -34,7 +34,7 @@ type EtcdClusterSpec struct {
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z0-9]+(-[a-z0-9]+)*$'))",message="spec.options keys are etcd flag names: write them in lower case without the leading dashes, for example election-timeout"
 	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k in ['unsafe-no-fsync', 'experimental-unsafe-no-fsync'])",message="spec.options sets unsafe-no-fsync: without fsync a member that loses power loses writes it has acknowledged and can come back disagreeing with its peers; remove it"
-	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k in ['name', 'data-dir', 'wal-dir', 'config-file', 'listen-peer-urls', 'listen-client-urls', 'listen-client-http-urls', 'listen-metrics-urls', 'initial-advertise-peer-urls', 'advertise-client-urls', 'initial-cluster', 'initial-cluster-state', 'initial-cluster-token', 'discovery', 'discovery-srv', 'discovery-srv-name', 'discovery-token', 'discovery-endpoints', 'force-new-cluster', 'cert-file', 'key-file', 'trusted-ca-file', 'client-cert-auth', 'auto-tls', 'peer-cert-file', 'peer-key-file', 'peer-trusted-ca-file', 'peer-client-cert-auth', 'peer-auto-tls', 'peer-skip-client-san-verification', 'experimental-peer-skip-client-san-verification'])",message="spec.options sets a flag the operator owns (name, data-dir, wal-dir, config-file, listen-peer-urls, listen-client-urls, listen-client-http-urls, listen-metrics-urls, initial-advertise-peer-urls, advertise-client-urls, initial-cluster, initial-cluster-state, initial-cluster-token, discovery*, force-new-cluster, cert-file, key-file, trusted-ca-file, client-cert-auth, auto-tls and their peer- forms, peer-skip-client-san-verification): remove it; TLS comes from spec.security and the data directory from spec.storage"
+	// +kubebuilder:validation:XValidation:rule="!self.exists(k, k in ['name', 'data-dir', 'wal-dir', 'config-file', 'listen-peer-urls', 'listen-client-urls', 'listen-client-http-urls', 'listen-metrics-urls', 'initial-advertise-peer-urls', 'advertise-client-urls', 'initial-cluster', 'initial-cluster-state', 'initial-cluster-token', 'discovery', 'discovery-srv', 'discovery-srv-name', 'discovery-token', 'discovery-endpoints', 'force-new-cluster', 'cert-file', 'key-file', 'trusted-ca-file', 'client-cert-auth', 'auto-tls', 'peer-cert-file', 'peer-key-file', 'peer-trusted-ca-file', 'peer-client-cert-auth', 'peer-auto-tls', 'peer-skip-client-san-verification', 'experimental-peer-skip-client-san-verification', 'peer-cert-allowed-hostname', 'peer-cert-allowed-cn'])",message="spec.options sets a flag the operator owns (name, data-dir, wal-dir, config-file, listen-peer-urls, listen-client-urls, listen-client-http-urls, listen-metrics-urls, initial-advertise-peer-urls, advertise-client-urls, initial-cluster, initial-cluster-state, initial-cluster-token, discovery*, force-new-cluster, cert-file, key-file, trusted-ca-file, client-cert-auth, auto-tls and their peer- forms, peer-skip-client-san-verification, peer-cert-allowed-hostname, peer-cert-allowed-cn): remove it; TLS comes from spec.security and the data directory from spec.storage"
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="etcd Options"
 	Options map[string]string `json:"options,omitempty"`
@@ -369,7 +369,8 @@ type SecuritySpec struct {
 	// certificates required); the Secret fields name certificates the user
 	// provides instead. Each certificate Secret has tls.crt and tls.key;
 	// each CA Secret has ca.crt. Without tls, members talk plain HTTP. TLS
-	// cannot be added, removed or changed on an existing cluster.
+	// cannot be added, removed or changed on an existing cluster, except
+	// for the issuers of certManager.
 	//
 	// +optional
 	TLS *TLSSpec `json:"tls,omitempty"`
@@ -392,7 +393,7 @@ type SecuritySpec struct {
 // (certManager), or names the Secrets holding user-provided certificates,
 // each pair given together or not at all.
 //
-// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.security.tls cannot change on an existing cluster: the operator does not roll TLS changes member by member yet, and a half-applied change would cut members off from each other; create a new EtcdCluster with the TLS settings you want and move the data to it"
+// +kubebuilder:validation:XValidation:rule="self == oldSelf || has(self.certManager) && has(oldSelf.certManager)",message="spec.security.tls cannot change on an existing cluster, apart from the issuers of certManager: the operator does not roll TLS changes member by member yet, and a half-applied change would cut members off from each other; create a new EtcdCluster with the TLS settings you want and move the data to it"
 // +kubebuilder:validation:XValidation:rule="!has(self.certManager) || !(has(self.peerSecret) || has(self.peerTrustedCASecret) || has(self.serverSecret) || has(self.serverTrustedCASecret) || has(self.clientSecret) || has(self.clientTrustedCASecret))",message="spec.security.tls: certManager and the user-provided Secret fields (peerSecret, peerTrustedCASecret, serverSecret, serverTrustedCASecret, clientSecret, clientTrustedCASecret) exclude each other: remove certManager to bring your own certificates, or remove the Secret fields to have the operator issue them through cert-manager"
 // +kubebuilder:validation:XValidation:rule="has(self.peerSecret) == has(self.peerTrustedCASecret)",message="spec.security.tls: peerSecret and peerTrustedCASecret go together: set both (the members' peer certificate and the CA that signed it) or neither"
 // +kubebuilder:validation:XValidation:rule="has(self.serverSecret) == has(self.serverTrustedCASecret)",message="spec.security.tls: serverSecret and serverTrustedCASecret go together: set both (the members' serving certificate and the CA that signed it) or neither"
@@ -458,22 +459,30 @@ type TLSSpec struct {
 	ClientSecret string `json:"clientSecret,omitempty"`
 }
 
-// CertManagerSpec says which cert-manager issuers sign the certificates of
-// an operator-managed cluster. Without issuers, the operator creates two
-// CAs per cluster (a self-signed Issuer signs a CA Certificate that backs
-// a CA Issuer): one for peer traffic, one for client traffic.
+// CertManagerSpec says which cert-manager issuers sign the CAs of an
+// operator-managed cluster. Every cluster has two CAs of its own, one for
+// peer traffic and one for client traffic, and they sign every
+// certificate of the cluster; its members trust them and nothing else, so
+// that no certificate issued for another cluster, even by the same
+// issuer, is an identity of this one. Without issuers, a self-signed
+// Issuer signs them.
 type CertManagerSpec struct {
-	// issuerRef is the issuer that signs the members' server certificates
-	// and the client certificates; its Secrets must carry ca.crt (CA, Vault
-	// and self-signed issuers do). Without it the operator creates the
-	// cluster's client CA.
+	// issuerRef is the issuer that signs the cluster's client CA (an
+	// intermediate CA of the issuer's, Certificate <cluster>-ca), which
+	// signs the members' server certificates and the client certificates.
+	// It must sign CA certificates (isCA): a CA issuer does; an ACME
+	// issuer, or a Vault issuer on a pki/sign/<role> path, does not.
+	// Without it the client CA is self-signed. It may change on an existing
+	// cluster: the new issuer's CA is rolled out like a renewed one.
 	//
 	// +optional
 	IssuerRef *IssuerReference `json:"issuerRef,omitempty"`
 
-	// peerIssuerRef is the issuer that signs the members' peer
-	// certificates. Without it the operator creates the cluster's peer CA,
-	// so that a client certificate can never pass as a member.
+	// peerIssuerRef is the issuer that signs the cluster's peer CA
+	// (Certificate <cluster>-peer-ca), which signs the members' peer
+	// certificates; it must sign CA certificates as issuerRef must.
+	// Without it the peer CA is self-signed. Peers and clients never
+	// share a CA, so that a client certificate can never pass as a member.
 	//
 	// +optional
 	PeerIssuerRef *IssuerReference `json:"peerIssuerRef,omitempty"`

@@ -276,7 +276,7 @@ func EtcdArgs(c *etcdv1alpha1.EtcdCluster, m Member) []string {
 		"--initial-cluster=" + m.InitialCluster,
 		"--initial-cluster-token=" + ClusterToken(c),
 	}
-	args = append(args, tlsArgs(c)...)
+	args = append(args, tlsArgs(c, m.Name)...)
 	for _, k := range slices.Sorted(maps.Keys(c.Spec.Options)) {
 		args = append(args, "--"+k+"="+c.Spec.Options[k])
 	}

@@ -201,8 +201,8 @@ func tlsVolume(c *etcdv1alpha1.EtcdCluster) *corev1.Volume {
 	}}
 }
 
-// tlsArgs are etcd's TLS flags for the files of the TLS volume.
-func tlsArgs(c *etcdv1alpha1.EtcdCluster) []string {
+// tlsArgs are etcd's TLS flags of member for the files of the TLS volume.
+func tlsArgs(c *etcdv1alpha1.EtcdCluster, member string) []string {
 	s := TLSSourcesOf(c)
 	file := func(name string) string { return TLSDir + "/" + name }
 	var args []string
@@ -216,9 +216,13 @@ func tlsArgs(c *etcdv1alpha1.EtcdCluster) []string {
 		args = append(args, "--peer-cert-file="+file(peerCertFile), "--peer-key-file="+file(peerKeyFile),
 			"--peer-trusted-ca-file="+file(peerCAFile), "--peer-client-cert-auth=true",
 			// Members connect from Pod IPs, which have no reverse DNS name to
-			// match against the peer certificate's SANs; trust comes from
-			// the peer CA, which signs only this cluster's members.
-			peerSkipSANFlag(EtcdImage(c))+"=true")
+			// match against the peer certificate's SANs, so that check is
+			// off. A peer must instead present a certificate valid for this
+			// member's own name, as every member's is (members dial each
+			// other by name and verify the certificate against it): one
+			// issued for another cluster, even by the same CA, is not.
+			peerSkipSANFlag(EtcdImage(c))+"=true",
+			"--peer-cert-allowed-hostname="+MemberHost(c, member))
 	}
 	return args
 }

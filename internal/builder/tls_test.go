@@ -46,14 +46,14 @@ func TestTLSArgsAndURLs(t *testing.T) {
 				"--trusted-ca-file=/var/lib/etcd-tls/client-ca.crt", "--client-cert-auth=true",
 				"--peer-cert-file=/var/lib/etcd-tls/peer.crt", "--peer-key-file=/var/lib/etcd-tls/peer.key",
 				"--peer-trusted-ca-file=/var/lib/etcd-tls/peer-ca.crt", "--peer-client-cert-auth=true",
-				"--peer-skip-client-san-verification=true",
+				"--peer-skip-client-san-verification=true", "--peer-cert-allowed-hostname=a-0.a-headless.ns.svc",
 			},
 			volumeSecrets: []string{"a-server-tls", "a-ca-bundle", "a-peer-tls"},
 		},
 		{
 			name: "user Secrets, all of them", cluster: withTLS("a", userAll),
 			peerURL: "https://a-0.a-headless.ns.svc:2380", clientURL: "https://a-0.a-headless.ns.svc:2379",
-			want:          []string{"--client-cert-auth=true", "--peer-client-cert-auth=true", "--trusted-ca-file=/var/lib/etcd-tls/client-ca.crt"},
+			want:          []string{"--client-cert-auth=true", "--peer-client-cert-auth=true", "--trusted-ca-file=/var/lib/etcd-tls/client-ca.crt", "--peer-cert-allowed-hostname=a-0.a-headless.ns.svc"},
 			volumeSecrets: []string{"server", "a-ca-bundle", "peer"},
 		},
 		{

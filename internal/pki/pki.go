@@ -30,7 +30,19 @@ var (
 	leafRenewal  = metav1.Duration{Duration: 30 * 24 * time.Hour}
 )
 
-// SelfSignedIssuerName is the Issuer that signs the cluster's CAs.
+// Every cluster has CAs of its own, one for client traffic and one for
+// peer traffic, and every certificate the operator issues for it is
+// signed by one of them; its members trust those CAs and nothing else
+// (trust.go). Without issuerRef or peerIssuerRef a self-signed Issuer
+// signs a CA; with them the user's issuer does, and the CA is an
+// intermediate of the user's. Either way a certificate of another cluster,
+// even one from the same issuer, is no identity of this one: trust is per
+// cluster. (An operator before this one had the user's issuer sign the
+// leaves directly and let members trust the issuer's CA, so that one
+// cluster's root certificate was root on every cluster of that issuer.)
+
+// SelfSignedIssuerName is the Issuer that signs the cluster's CAs that
+// no issuer of the user's signs.
 func SelfSignedIssuerName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + "-selfsigned" }
 
 // ClientCAName names the Certificate, Secret and Issuer of the CA that
@@ -41,23 +53,23 @@ func ClientCAName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + "-ca" }
 // the cluster's peer certificates.
 func PeerCAName(c *etcdv1alpha1.EtcdCluster) string { return c.Name + "-peer-ca" }
 
-// clientIssuer and peerIssuer are the issuers of the leaves: the user's,
-// or the operator's CA Issuers.
-func clientIssuer(c *etcdv1alpha1.EtcdCluster) cmmeta.IssuerReference {
-	if ref := c.Spec.Security.TLS.CertManager.IssuerRef; ref != nil {
-		return issuerRef(ref)
-	}
-	return cmmeta.IssuerReference{Name: ClientCAName(c), Kind: cmapi.IssuerKind, Group: "cert-manager.io"}
+// OwnCAs are the cluster's own CAs: the client CA and the peer CA.
+func OwnCAs(c *etcdv1alpha1.EtcdCluster) []string {
+	return []string{ClientCAName(c), PeerCAName(c)}
 }
 
-func peerIssuer(c *etcdv1alpha1.EtcdCluster) cmmeta.IssuerReference {
-	if ref := c.Spec.Security.TLS.CertManager.PeerIssuerRef; ref != nil {
-		return issuerRef(ref)
+// UserIssuer is the user's issuer that signs the cluster's CA ca
+// (issuerRef for the client CA, peerIssuerRef for the peer CA), nil when
+// the CA is self-signed.
+func UserIssuer(c *etcdv1alpha1.EtcdCluster, ca string) *cmmeta.IssuerReference {
+	cm := c.Spec.Security.TLS.CertManager
+	ref := cm.IssuerRef
+	if ca == PeerCAName(c) {
+		ref = cm.PeerIssuerRef
 	}
-	return cmmeta.IssuerReference{Name: PeerCAName(c), Kind: cmapi.IssuerKind, Group: "cert-manager.io"}
-}
-
-func issuerRef(ref *etcdv1alpha1.IssuerReference) cmmeta.IssuerReference {
+	if ref == nil {
+		return nil
+	}
 	r := cmmeta.IssuerReference{Name: ref.Name, Kind: ref.Kind, Group: ref.Group}
 	if r.Kind == "" {
 		r.Kind = cmapi.IssuerKind
@@ -65,36 +77,39 @@ func issuerRef(ref *etcdv1alpha1.IssuerReference) cmmeta.IssuerReference {
 	if r.Group == "" {
 		r.Group = "cert-manager.io"
 	}
-	return r
+	return &r
 }
 
-// OwnCAs are the CAs the operator creates: the client CA unless issuerRef
-// is given, the peer CA unless peerIssuerRef is.
-func OwnCAs(c *etcdv1alpha1.EtcdCluster) []string {
-	cm := c.Spec.Security.TLS.CertManager
-	var cas []string
-	if cm.IssuerRef == nil {
-		cas = append(cas, ClientCAName(c))
+// caIssuer is the issuer of the cluster's CA ca: the user's, or the
+// self-signed Issuer.
+func caIssuer(c *etcdv1alpha1.EtcdCluster, ca string) cmmeta.IssuerReference {
+	if ref := UserIssuer(c, ca); ref != nil {
+		return *ref
 	}
-	if cm.PeerIssuerRef == nil {
-		cas = append(cas, PeerCAName(c))
-	}
-	return cas
+	return ownIssuer(SelfSignedIssuerName(c))
 }
 
-// Issuers are the Issuers of a cluster in operator-managed mode: the
-// self-signed bootstrap Issuer and a CA Issuer per CA the operator
-// creates; none when the user names every issuer.
+// ownIssuer refers to an Issuer of the operator's, in the cluster's
+// namespace.
+func ownIssuer(name string) cmmeta.IssuerReference {
+	return cmmeta.IssuerReference{Name: name, Kind: cmapi.IssuerKind, Group: "cert-manager.io"}
+}
+
+// Issuers are the Issuers of a cluster in operator-managed mode: a CA
+// Issuer per CA of the cluster, and the self-signed Issuer unless the
+// user's issuers sign both CAs.
 func Issuers(c *etcdv1alpha1.EtcdCluster) []*cmapi.Issuer {
-	cas := OwnCAs(c)
-	if len(cas) == 0 {
-		return nil
+	var issuers []*cmapi.Issuer
+	for _, ca := range OwnCAs(c) {
+		if UserIssuer(c, ca) == nil {
+			issuers = append(issuers, &cmapi.Issuer{
+				ObjectMeta: builder.ObjectMeta(c, SelfSignedIssuerName(c), etcdv1alpha1.EmbeddedObjectMetadata{}),
+				Spec:       cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{SelfSigned: &cmapi.SelfSignedIssuer{}}},
+			})
+			break
+		}
 	}
-	issuers := []*cmapi.Issuer{{
-		ObjectMeta: builder.ObjectMeta(c, SelfSignedIssuerName(c), etcdv1alpha1.EmbeddedObjectMetadata{}),
-		Spec:       cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{SelfSigned: &cmapi.SelfSignedIssuer{}}},
-	}}
-	for _, ca := range cas {
+	for _, ca := range OwnCAs(c) {
 		issuers = append(issuers, &cmapi.Issuer{
 			ObjectMeta: builder.ObjectMeta(c, ca, etcdv1alpha1.EmbeddedObjectMetadata{}),
 			Spec:       cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{CA: &cmapi.CAIssuer{SecretName: SigningSecretName(ca)}}},
@@ -104,8 +119,9 @@ func Issuers(c *etcdv1alpha1.EtcdCluster) []*cmapi.Issuer {
 }
 
 // Certificates are the Certificates of a cluster in operator-managed mode:
-// the operator's CAs, then the members' server and peer certificates and
-// the operator's own client certificate (CN root).
+// the cluster's CAs, then the members' server and peer certificates and
+// the operator's own client certificate (CN root), which the cluster's CAs
+// sign.
 func Certificates(c *etcdv1alpha1.EtcdCluster) []*cmapi.Certificate {
 	var certs []*cmapi.Certificate
 	for _, ca := range OwnCAs(c) {
@@ -117,7 +133,7 @@ func Certificates(c *etcdv1alpha1.EtcdCluster) []*cmapi.Certificate {
 				SecretName:     ca,
 				Duration:       &caDuration,
 				PrivateKey:     privateKey(),
-				IssuerRef:      cmmeta.IssuerReference{Name: SelfSignedIssuerName(c), Kind: cmapi.IssuerKind, Group: "cert-manager.io"},
+				IssuerRef:      caIssuer(c, ca),
 				SecretTemplate: &cmapi.CertificateSecretTemplate{Labels: builder.ClusterLabels(c)},
 			},
 		})
@@ -142,9 +158,9 @@ func Certificates(c *etcdv1alpha1.EtcdCluster) []*cmapi.Certificate {
 	return append(certs,
 		// The server certificate is a client certificate too: etcd's
 		// gRPC gateway dials its own member with it.
-		leaf(builder.ServerTLSSecretName(c), c.Name, ServerDNSNames(c), []string{"127.0.0.1", "::1"}, clientIssuer(c), cmapi.UsageServerAuth, cmapi.UsageClientAuth),
-		leaf(builder.PeerTLSSecretName(c), c.Name, PeerDNSNames(c), nil, peerIssuer(c), cmapi.UsageServerAuth, cmapi.UsageClientAuth),
-		leaf(builder.ClientTLSSecretName(c), RootCommonName, nil, nil, clientIssuer(c), cmapi.UsageClientAuth),
+		leaf(builder.ServerTLSSecretName(c), c.Name, ServerDNSNames(c), []string{"127.0.0.1", "::1"}, ownIssuer(ClientCAName(c)), cmapi.UsageServerAuth, cmapi.UsageClientAuth),
+		leaf(builder.PeerTLSSecretName(c), c.Name, PeerDNSNames(c), nil, ownIssuer(PeerCAName(c)), cmapi.UsageServerAuth, cmapi.UsageClientAuth),
+		leaf(builder.ClientTLSSecretName(c), RootCommonName, nil, nil, ownIssuer(ClientCAName(c)), cmapi.UsageClientAuth),
 	)
 }
 
@@ -218,7 +234,7 @@ func TenantCertificate(c *etcdv1alpha1.EtcdCluster, t *etcdv1alpha1.EtcdTenant) 
 			RenewBefore:    &leafRenewal,
 			PrivateKey:     privateKey(),
 			Usages:         []cmapi.KeyUsage{cmapi.UsageDigitalSignature, cmapi.UsageKeyEncipherment, cmapi.UsageClientAuth},
-			IssuerRef:      clientIssuer(c),
+			IssuerRef:      ownIssuer(ClientCAName(c)),
 			SecretTemplate: &cmapi.CertificateSecretTemplate{Labels: labels},
 		},
 	}

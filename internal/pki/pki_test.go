@@ -36,20 +36,24 @@ func names[T interface{ GetName() string }](objs []T) []string {
 	return out
 }
 
+// TestIssuersAndCertificates checks that every cluster has CAs of its
+// own, whoever signs them, and that they sign every leaf: a user's issuer
+// signs the cluster's CA, never a leaf (trust is per cluster).
 func TestIssuersAndCertificates(t *testing.T) {
 	t.Parallel()
+	own := []string{"e-ca", "e-peer-ca", "e-server-tls", "e-peer-tls", "e-client-tls"}
 	tests := []struct {
-		name                     string
-		spec                     etcdv1alpha1.CertManagerSpec
-		issuers, certs           []string
-		clientIssuer, peerIssuer string
+		name                 string
+		spec                 etcdv1alpha1.CertManagerSpec
+		issuers              []string
+		clientCAFrom, peerCA string // the issuers of the cluster's CAs
 	}{
-		{"own CAs for peers and clients", etcdv1alpha1.CertManagerSpec{},
-			[]string{"e-selfsigned", "e-ca", "e-peer-ca"}, []string{"e-ca", "e-peer-ca", "e-server-tls", "e-peer-tls", "e-client-tls"}, "Issuer/e-ca", "Issuer/e-peer-ca"},
-		{"the user's issuer for clients, own peer CA", etcdv1alpha1.CertManagerSpec{IssuerRef: &etcdv1alpha1.IssuerReference{Name: "corp", Kind: "ClusterIssuer"}},
-			[]string{"e-selfsigned", "e-peer-ca"}, []string{"e-peer-ca", "e-server-tls", "e-peer-tls", "e-client-tls"}, "ClusterIssuer/corp", "Issuer/e-peer-ca"},
-		{"the user's issuers for both", etcdv1alpha1.CertManagerSpec{IssuerRef: &etcdv1alpha1.IssuerReference{Name: "corp"}, PeerIssuerRef: &etcdv1alpha1.IssuerReference{Name: "peers", Kind: "Issuer"}},
-			nil, []string{"e-server-tls", "e-peer-tls", "e-client-tls"}, "Issuer/corp", "Issuer/peers"},
+		{"own self-signed CAs for peers and clients", etcdv1alpha1.CertManagerSpec{},
+			[]string{"e-selfsigned", "e-ca", "e-peer-ca"}, "Issuer/e-selfsigned", "Issuer/e-selfsigned"},
+		{"the user's issuer signs the client CA; the peer CA is self-signed", etcdv1alpha1.CertManagerSpec{IssuerRef: &etcdv1alpha1.IssuerReference{Name: "corp", Kind: "ClusterIssuer"}},
+			[]string{"e-selfsigned", "e-ca", "e-peer-ca"}, "ClusterIssuer/corp", "Issuer/e-selfsigned"},
+		{"the user's issuers sign both CAs", etcdv1alpha1.CertManagerSpec{IssuerRef: &etcdv1alpha1.IssuerReference{Name: "corp"}, PeerIssuerRef: &etcdv1alpha1.IssuerReference{Name: "peers", Kind: "Issuer"}},
+			[]string{"e-ca", "e-peer-ca"}, "Issuer/corp", "Issuer/peers"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,8 +63,8 @@ func TestIssuersAndCertificates(t *testing.T) {
 				t.Errorf("issuers %v, want %v", got, tt.issuers)
 			}
 			certs := Certificates(c)
-			if got := names(certs); !reflect.DeepEqual(got, tt.certs) {
-				t.Errorf("certificates %v, want %v", got, tt.certs)
+			if got := names(certs); !reflect.DeepEqual(got, own) {
+				t.Errorf("certificates %v, want %v", got, own)
 			}
 			byName := map[string]*cmapi.Certificate{}
 			for _, cert := range certs {
@@ -76,14 +80,19 @@ func TestIssuersAndCertificates(t *testing.T) {
 				r := byName[n].Spec.IssuerRef
 				return r.Kind + "/" + r.Name
 			}
-			if got := ref("e-server-tls"); got != tt.clientIssuer {
-				t.Errorf("server issuer %s, want %s", got, tt.clientIssuer)
+			for ca, want := range map[string]string{"e-ca": tt.clientCAFrom, "e-peer-ca": tt.peerCA} {
+				if got := ref(ca); got != want || !byName[ca].Spec.IsCA {
+					t.Errorf("CA %s: issuer %s, isCA %v; want %s, true", ca, got, byName[ca].Spec.IsCA, want)
+				}
 			}
-			if got := ref("e-client-tls"); got != tt.clientIssuer {
-				t.Errorf("client issuer %s, want %s", got, tt.clientIssuer)
+			for leaf, want := range map[string]string{"e-server-tls": "Issuer/e-ca", "e-client-tls": "Issuer/e-ca", "e-peer-tls": "Issuer/e-peer-ca"} {
+				if got := ref(leaf); got != want {
+					t.Errorf("%s issuer %s, want %s", leaf, got, want)
+				}
 			}
-			if got := ref("e-peer-tls"); got != tt.peerIssuer {
-				t.Errorf("peer issuer %s, want %s", got, tt.peerIssuer)
+			tenant := &etcdv1alpha1.EtcdTenant{ObjectMeta: metav1.ObjectMeta{Name: "t", Namespace: "ns"}, Spec: etcdv1alpha1.EtcdTenantSpec{ClusterName: "e"}}
+			if got := TenantCertificate(c, tenant).Spec.IssuerRef; got.Kind+"/"+got.Name != "Issuer/e-ca" {
+				t.Errorf("tenant certificate issuer %s/%s, want Issuer/e-ca", got.Kind, got.Name)
 			}
 			client := byName["e-client-tls"]
 			if client.Spec.CommonName != "root" || !reflect.DeepEqual(client.Spec.Usages, []cmapi.KeyUsage{cmapi.UsageDigitalSignature, cmapi.UsageKeyEncipherment, cmapi.UsageClientAuth}) {
@@ -129,11 +138,13 @@ func TestNeeds(t *testing.T) {
 	}
 }
 
-// selfSigned returns a PEM certificate and key expiring at notAfter.
+// selfSigned returns a self-signed CA certificate and its key, in PEM,
+// expiring at notAfter.
 func selfSigned(t *testing.T, notAfter time.Time) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "x"}, NotBefore: notAfter.Add(-time.Hour), NotAfter: notAfter}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "x"}, NotBefore: notAfter.Add(-time.Hour), NotAfter: notAfter,
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,10 @@ package pki
 
 import (
 	"bytes"
+	"crypto/x509"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
@@ -40,6 +42,12 @@ type Observed struct {
 	// Certificates are the Certificates of Certificates(Cluster) that
 	// exist, by name (operator-managed mode only).
 	Certificates map[string]*cmapi.Certificate
+	// TenantSecrets are the certificate Secrets of the cluster's tenants
+	// that exist (operator-managed mode only).
+	TenantSecrets []*corev1.Secret
+	// OtherClusters are the other EtcdClusters the operator sees, with the
+	// client CAs they trust (user-provided Secrets with a client CA only).
+	OtherClusters []OtherCluster
 	// MemberTrustHashes are the trust bundle hashes the member Pods were
 	// started with (etcdv1alpha1.AnnotationTrustBundleHash), one per Pod.
 	MemberTrustHashes []string
@@ -72,7 +80,7 @@ type Event struct {
 // PlanCertificates decides a pass of the PKI reconciler from what it
 // observed, in the order of a CA change (see the top of trust.go): apply
 // the cert-manager objects (managed mode); gather the trust bundle; let
-// each of the operator's CAs sign once every member Pod trusts it (the
+// each of the cluster's CAs sign once every member Pod trusts it (the
 // trust gate); wait for cert-manager to issue; check the Secrets.
 func PlanCertificates(o Observed) Plan {
 	c, now := o.Cluster, o.Now
@@ -96,10 +104,25 @@ func PlanCertificates(o Observed) Plan {
 	// The Secrets as this pass leaves them.
 	secrets := map[string]*corev1.Secret{}
 	maps.Copy(secrets, o.Secrets)
-	bundle, err := p.gatherTrust(c, secrets, now)
+	// The cluster's CAs that may sign (managed mode), and why the others
+	// may not.
+	var cas map[string]*x509.Certificate
+	var refused []string
+	if managed {
+		cas, refused = signingCAs(c, secrets)
+	}
+	// A cluster that has not formed and has no member Pod trusts nothing
+	// yet: its bundle is gathered from its sources alone, so that a CA
+	// replaced before it started (one it was refused for sharing, say) is
+	// not kept.
+	fresh := c.Status.ClusterID == "" && len(o.MemberTrustHashes) == 0
+	bundle, legacyRecheck, err := p.gatherTrust(c, secrets, cas, o.TenantSecrets, fresh, now)
 	if err != nil {
 		p.CertificatesReady, p.CATrusted = Condition(c, etcdv1alpha1.ReasonSecretInvalid, []string{err.Error()}, time.Time{}, now), TrustUnknown(c, err.Error())
 		return p.warnOnChange(c)
+	}
+	if !legacyRecheck.IsZero() {
+		p.Recheck = legacyRecheck.Sub(now) + time.Second
 	}
 	hash := builder.TrustBundleHash(bundle)
 	trusting := 0
@@ -111,12 +134,34 @@ func PlanCertificates(o Observed) Plan {
 	all := len(o.MemberTrustHashes)
 	var held []string
 	if managed {
-		held = p.releaseSigning(c, secrets, bundle, trusting == all)
+		// What the members run with; nothing for a cluster that trusts
+		// nothing yet.
+		var previous map[string][]byte
+		if prev := o.Secrets[builder.TrustBundleSecretName(c)]; prev != nil && !fresh {
+			previous = prev.Data
+		}
+		held = p.releaseSigning(c, secrets, cas, bundle, previous, trusting == all, now)
 	}
 	p.CATrusted = TrustCondition(c, bundle, trusting, all, held)
 
+	if why := SharedClientCA(c, bundle[builder.BundleClientCAKey], o.OtherClusters); why != "" {
+		// Refused before the cluster forms; a cluster that runs already is
+		// left running (refusing its Pods would not take the trust away
+		// from the members that hold it) and warned.
+		if c.Status.ClusterID == "" {
+			p.CertificatesReady = Condition(c, etcdv1alpha1.ReasonSharedClientCA, []string{why}, time.Time{}, now)
+			return p.warnOnChange(c)
+		}
+		p.Events = append(p.Events, Event{corev1.EventTypeWarning, etcdv1alpha1.ReasonSharedClientCA, why})
+	}
+
 	if managed {
-		if issuing := Issuing(c, o.Certificates); len(issuing) > 0 {
+		refused = append(refused, failedCAs(c, o.Certificates)...)
+		if len(refused) > 0 {
+			p.CertificatesReady = Condition(c, etcdv1alpha1.ReasonIssuerCannotSignCA, refused, time.Time{}, now)
+			return p.warnOnChange(c)
+		}
+		if issuing := Issuing(c, o.Certificates, held, secrets, now); len(issuing) > 0 {
 			p.CertificatesReady = Condition(c, etcdv1alpha1.ReasonIssuing, issuing, time.Time{}, now)
 			return p.warnOnChange(c)
 		}
@@ -140,28 +185,127 @@ func PlanCertificates(o Observed) Plan {
 	}
 	p.CertificatesReady = Condition(c, "", nil, nearest, now)
 	// Look again when the nearest certificate expires, to report it.
-	p.Recheck = min(nearest.Sub(now)+time.Second, CertificatesRecheck)
+	p.Recheck = minWait(p.Recheck, min(nearest.Sub(now)+time.Second, CertificatesRecheck))
 	return p
 }
 
-// gatherTrust builds the trust bundle from its sources and the previous
-// bundle, and writes it when it changed. Its error is a *SecretError.
-func (p *Plan) gatherTrust(c *etcdv1alpha1.EtcdCluster, secrets map[string]*corev1.Secret, now time.Time) (map[string][]byte, error) {
-	read := func(k builder.SecretKey) []byte {
-		if s := secrets[k.Secret]; s != nil {
-			return s.Data[k.Key]
+// minWait is the sooner of two waits, 0 meaning none.
+func minWait(a, b time.Duration) time.Duration {
+	if a == 0 || b != 0 && b < a {
+		return b
+	}
+	return a
+}
+
+// signingCAs are the certificates of the cluster's CAs that cert-manager
+// has issued and that may sign, by CA name, and why the others may not: a
+// user's issuer may ignore isCA and return a certificate that cannot
+// sign, which neither enters the trust bundle nor signs.
+func signingCAs(c *etcdv1alpha1.EtcdCluster, secrets map[string]*corev1.Secret) (map[string]*x509.Certificate, []string) {
+	cas := map[string]*x509.Certificate{}
+	var refused []string
+	for _, ca := range OwnCAs(c) {
+		s := secrets[ca]
+		if s == nil {
+			continue
 		}
-		return nil
+		certs := parseValid(s.Data[builder.CertKey])
+		if len(certs) == 0 {
+			continue // Trust reports it
+		}
+		if why := NotCA(certs[0]); why != "" {
+			refused = append(refused, fmt.Sprintf("Certificate %s, %s, came back from %s unable to sign: %s. %s", ca, caPurpose(c, ca), describeIssuer(caIssuer(c, ca)), why, caIssuerAdvice(c, ca)))
+			continue
+		}
+		cas[ca] = certs[0]
+	}
+	return cas, refused
+}
+
+// failedCAs says which of the cluster's CAs a user's issuer failed to
+// issue at the last attempt (cert-manager retries with a back-off).
+func failedCAs(c *etcdv1alpha1.EtcdCluster, observed map[string]*cmapi.Certificate) []string {
+	var failed []string
+	for _, ca := range OwnCAs(c) {
+		cert := observed[ca]
+		if cert == nil || cert.Status.LastFailureTime == nil || UserIssuer(c, ca) == nil || NotIssued(cert) == "" {
+			continue
+		}
+		failed = append(failed, fmt.Sprintf("%s could not issue Certificate %s, %s (%s). %s", describeIssuer(caIssuer(c, ca)), ca, caPurpose(c, ca), issuingMessage(cert), caIssuerAdvice(c, ca)))
+	}
+	return failed
+}
+
+// issuingMessage is what cert-manager says of a Certificate's last
+// issuance: its Issuing condition, else its Ready condition.
+func issuingMessage(cert *cmapi.Certificate) string {
+	why := "the last attempt failed"
+	for _, cond := range cert.Status.Conditions {
+		switch cond.Type {
+		case cmapi.CertificateConditionIssuing:
+			return cond.Reason + ": " + cond.Message
+		case cmapi.CertificateConditionReady:
+			why = cond.Reason + ": " + cond.Message
+		}
+	}
+	return why
+}
+
+// caPurpose says what the cluster's CA ca is, for messages.
+func caPurpose(c *etcdv1alpha1.EtcdCluster, ca string) string {
+	if ca == PeerCAName(c) {
+		return "the CA of this cluster's own that signs its peer certificates"
+	}
+	return "the CA of this cluster's own that signs its server and client certificates"
+}
+
+// caIssuerAdvice says what a user's issuer must do and what to do when it
+// cannot.
+func caIssuerAdvice(c *etcdv1alpha1.EtcdCluster, ca string) string {
+	field := "spec.security.tls.certManager.issuerRef"
+	if ca == PeerCAName(c) {
+		field = "spec.security.tls.certManager.peerIssuerRef"
+	}
+	return fmt.Sprintf("The issuer of %s must sign CA certificates (isCA): every cluster gets CAs of its own, so that a certificate the issuer signs for another cluster is never trusted here. "+
+		"A CA issuer can; an ACME issuer and a Vault issuer on a pki/sign/<role> path cannot (cert-manager does not ask Vault for CA certificates; a path to Vault's sign-intermediate endpoint may do). "+
+		"Use such an issuer, or remove %s to have the operator make a self-signed CA", field, field)
+}
+
+// describeIssuer names an issuer as "Kind name".
+func describeIssuer(ref cmmeta.IssuerReference) string {
+	return ref.Kind + " " + ref.Name
+}
+
+// gatherTrust builds the trust bundle from its sources and the previous
+// bundle (none when fresh), and writes it when it changed. In managed
+// mode only the CAs of cas are read, and legacy CAs go once no leaf needs
+// them (ownTrust); the time returned is when to look again for them. Its
+// error is a *SecretError.
+func (p *Plan) gatherTrust(c *etcdv1alpha1.EtcdCluster, secrets map[string]*corev1.Secret, cas map[string]*x509.Certificate, tenants []*corev1.Secret, fresh bool, now time.Time) (map[string][]byte, time.Time, error) {
+	managed := c.Spec.Security.ManagedTLS()
+	read := func(k builder.SecretKey) []byte {
+		s := secrets[k.Secret]
+		if s == nil {
+			return nil
+		}
+		if managed && slices.Contains(OwnCAs(c), k.Secret) && cas[k.Secret] == nil && len(parseValid(s.Data[k.Key])) > 0 {
+			return nil // a CA that cannot sign
+		}
+		return s.Data[k.Key]
 	}
 	name := builder.TrustBundleSecretName(c)
 	previous := secrets[name]
 	var prevData map[string][]byte
-	if previous != nil {
+	if previous != nil && !fresh {
 		prevData = previous.Data
 	}
 	bundle, err := Trust(TrustSources(c), read, prevData, now)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
+	}
+	var recheck time.Time
+	if managed {
+		bundle, recheck = ownTrust(c, bundle, cas, Leaves(c, secrets, tenants), now)
 	}
 	if previous == nil || !maps.EqualFunc(bundle, previous.Data, bytes.Equal) {
 		s := TrustBundleSecret(c, bundle)
@@ -169,37 +313,71 @@ func (p *Plan) gatherTrust(c *etcdv1alpha1.EtcdCluster, secrets map[string]*core
 			fmt.Sprintf("Secret %s now holds %s", name, DescribeTrust(bundle))}})
 		secrets[name] = s
 	}
-	return bundle, nil
+	return bundle, recheck, nil
 }
 
 // releaseSigning is the trust gate: it refreshes the signing copy of each
-// of the operator's CAs whose certificate the bundle holds, once every
-// member Pod trusts the bundle (allTrust), and returns the CAs held back.
-// A missing copy is made at once: it is the CA a new cluster starts with,
-// or, on a cluster created by an operator without the copies, the CA its
-// Issuer signed with until now.
-func (p *Plan) releaseSigning(c *etcdv1alpha1.EtcdCluster, secrets map[string]*corev1.Secret, bundle map[string][]byte, allTrust bool) []string {
+// of the cluster's CAs that may sign (cas) and whose certificate the
+// bundle holds, once every member Pod trusts the bundle (allTrust), and
+// returns the CAs held back. A missing copy is made at once when the
+// members already take what the CA signs: without a previous bundle it is
+// the CA a new cluster starts with or, on a cluster created by an
+// operator without the bundle and the copies, the CA its Issuer signed
+// with until now; with one, the CA must be in it or chain to a CA in it
+// (previous, what the members were started with or are being rolled
+// onto): so it is on a cluster whose leaves an operator before per-cluster
+// CAs had the user's issuer sign, whose CA that issuer signs now (the
+// bundle keeps the issuer's CA until no leaf needs it, ownTrust). Any
+// other missing copy waits like a renewed CA.
+func (p *Plan) releaseSigning(c *etcdv1alpha1.EtcdCluster, secrets map[string]*corev1.Secret, cas map[string]*x509.Certificate, bundle, previous map[string][]byte, allTrust bool, now time.Time) []string {
 	var held []string
 	for _, name := range OwnCAs(c) {
 		ca := secrets[name]
-		if ca == nil {
-			continue // cert-manager has not issued it yet
+		if ca == nil || cas[name] == nil {
+			continue // cert-manager has not issued it yet, or it cannot sign
 		}
 		signing := secrets[SigningSecretName(name)]
 		if signing != nil && bytes.Equal(signing.Data[builder.CertKey], ca.Data[builder.CertKey]) {
 			continue
 		}
-		if signing != nil && (!allTrust || !Trusts(c, bundle, name, ca.Data[builder.CertKey])) {
+		trusted := signing == nil && (previous == nil || trustedThrough(c, name, ca, previous, now))
+		if !trusted && (!allTrust || !Trusts(c, bundle, name, ca.Data[builder.CertKey])) {
 			held = append(held, name)
 			continue
 		}
 		w := Write{Object: SigningSecret(c, ca)}
-		if signing != nil {
+		if !trusted {
 			w.Event = &Event{corev1.EventTypeNormal, "CARolledOut", fmt.Sprintf("Every member trusts the new %s: it signs from now on", name)}
 		}
 		p.Writes = append(p.Writes, w)
 	}
 	return held
+}
+
+// trustedThrough tells whether members trusting bundle take what the
+// cluster's CA ca (its Secret s) signs: under each key it must be trusted
+// in, the CA is in the bundle or chains to a CA there through the
+// certificates its Secret carries (the rest of tls.crt, and ca.crt).
+func trustedThrough(c *etcdv1alpha1.EtcdCluster, ca string, s *corev1.Secret, bundle map[string][]byte, now time.Time) bool {
+	chain := parseValid(s.Data[builder.CertKey])
+	if len(chain) == 0 {
+		return false
+	}
+	intermediates := x509.NewCertPool()
+	for _, cert := range append(chain[1:], parseValid(s.Data[builder.CAKey])...) {
+		intermediates.AddCert(cert)
+	}
+	for _, key := range trustKeysOf(c, ca) {
+		roots := x509.NewCertPool()
+		for _, cert := range parseValid(bundle[key]) {
+			roots.AddCert(cert)
+		}
+		opts := x509.VerifyOptions{Roots: roots, Intermediates: intermediates, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}
+		if _, err := chain[0].Verify(opts); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // warnOnChange raises a warning when CertificatesReady is False with
@@ -215,8 +393,11 @@ func (p Plan) warnOnChange(c *etcdv1alpha1.EtcdCluster) Plan {
 // Issuing names the cluster's Certificates that cert-manager has not
 // issued (Ready) for the spec this pass applies, and why. A Certificate
 // missing from observed, or whose spec is not the one applied, is one the
-// pass creates or changes.
-func Issuing(c *etcdv1alpha1.EtcdCluster, observed map[string]*cmapi.Certificate) []string {
+// pass creates or changes. A leaf of a CA held back until every member
+// trusts it (held) is not waited for while its Secret holds a valid
+// certificate: the members run on that one, and the roll the CA waits for
+// must go on (no roll starts while CertificatesReady is False).
+func Issuing(c *etcdv1alpha1.EtcdCluster, observed map[string]*cmapi.Certificate, held []string, secrets map[string]*corev1.Secret, now time.Time) []string {
 	var waiting []string
 	for _, want := range Certificates(c) {
 		got := observed[want.Name]
@@ -224,9 +405,17 @@ func Issuing(c *etcdv1alpha1.EtcdCluster, observed map[string]*cmapi.Certificate
 			got = want
 		}
 		current := equality.Semantic.DeepDerivative(want.Spec, got.Spec)
-		if why := notIssued(got, current); why != "" {
-			waiting = append(waiting, why)
+		why := notIssued(got, current)
+		if why == "" {
+			continue
 		}
+		if slices.Contains(held, want.Spec.IssuerRef.Name) && want.Spec.IssuerRef.Kind == cmapi.IssuerKind {
+			need := Need{Secret: want.Spec.SecretName, Keys: []string{builder.CertKey, builder.PrivateKeyKey}}
+			if expiry, err := Check(need, secrets[need.Secret]); err == nil && expiry.After(now) {
+				continue
+			}
+		}
+		waiting = append(waiting, why)
 	}
 	return waiting
 }

@@ -32,10 +32,11 @@ func signed(p Plan) []string {
 	return cas
 }
 
-// TestTrustGate checks when a pass lets the operator's CAs sign with their
+// TestTrustGate checks when a pass lets the cluster's CAs sign with their
 // current key: at once when no signing copy exists (a new cluster, or one
 // made by an operator without the copies), otherwise only once every
-// member Pod was started with a bundle holding the CA.
+// member Pod was started with a bundle holding the CA. The gate is the
+// same for self-signed CAs and for CAs a user's issuer signs.
 func TestTrustGate(t *testing.T) {
 	t.Parallel()
 	type pods int
@@ -61,70 +62,74 @@ func TestTrustGate(t *testing.T) {
 		{name: "renewed CAs sign once every member trusts them", pods: allOnBundle, oldSigning: true, wantSigned: []string{"e-ca", "e-peer-ca"}, wantStatus: metav1.ConditionTrue},
 		{name: "a CA not issued yet holds nothing back", pods: noPods, noPeerCA: true, wantSigned: []string{"e-ca"}, wantStatus: metav1.ConditionTrue},
 	}
+	corp := &etcdv1alpha1.IssuerReference{Name: "corp", Kind: "ClusterIssuer"}
+	specs := map[string]etcdv1alpha1.CertManagerSpec{"self-signed CAs": {}, "CAs of the user's issuer": {IssuerRef: corp, PeerIssuerRef: corp}}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			now := time.Now()
-			c := managed(etcdv1alpha1.CertManagerSpec{})
-			secrets := map[string]*corev1.Secret{}
-			cas := []string{"e-ca", "e-peer-ca"}
-			if tt.noPeerCA {
-				cas = cas[:1]
-			}
-			for _, ca := range cas {
-				crt, key := selfSigned(t, now.Add(240*time.Hour))
-				secrets[ca] = tlsSecret(ca, crt, key, crt)
-				if tt.oldSigning {
-					old, oldKey := selfSigned(t, now.Add(120*time.Hour))
-					secrets[SigningSecretName(ca)] = tlsSecret(SigningSecretName(ca), old, oldKey, old)
+		for kind, spec := range specs {
+			t.Run(kind+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				now := time.Now()
+				c := managed(spec)
+				secrets := map[string]*corev1.Secret{}
+				cas := []string{"e-ca", "e-peer-ca"}
+				if tt.noPeerCA {
+					cas = cas[:1]
 				}
-			}
-			// The bundle the pass gathers: the CA Secrets' certificates.
-			bundle, err := Trust(TrustSources(c), func(k builder.SecretKey) []byte {
-				if s := secrets[k.Secret]; s != nil {
-					return s.Data[k.Key]
-				}
-				return nil
-			}, nil, now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var hashes []string
-			if tt.pods != noPods {
-				for i := range 3 {
-					hash := builder.TrustBundleHash(bundle)
-					switch {
-					case tt.pods == unannotated:
-						hash = ""
-					case tt.pods == oneOnOldBundle && i == 2:
-						hash = "older"
+				for _, ca := range cas {
+					crt, key := selfSigned(t, now.Add(240*time.Hour))
+					secrets[ca] = tlsSecret(ca, crt, key, crt)
+					if tt.oldSigning {
+						old, oldKey := selfSigned(t, now.Add(120*time.Hour))
+						secrets[SigningSecretName(ca)] = tlsSecret(SigningSecretName(ca), old, oldKey, old)
 					}
-					hashes = append(hashes, hash)
 				}
-			}
+				// The bundle the pass gathers: the CA Secrets' certificates.
+				bundle, err := Trust(TrustSources(c), func(k builder.SecretKey) []byte {
+					if s := secrets[k.Secret]; s != nil {
+						return s.Data[k.Key]
+					}
+					return nil
+				}, nil, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var hashes []string
+				if tt.pods != noPods {
+					for i := range 3 {
+						hash := builder.TrustBundleHash(bundle)
+						switch {
+						case tt.pods == unannotated:
+							hash = ""
+						case tt.pods == oneOnOldBundle && i == 2:
+							hash = "older"
+						}
+						hashes = append(hashes, hash)
+					}
+				}
 
-			p := PlanCertificates(Observed{Cluster: c, CertManager: true, Secrets: secrets, MemberTrustHashes: hashes, Now: now})
-			if got := p.CATrusted.Status; got != tt.wantStatus {
-				t.Errorf("CATrusted = %s (%s), want %s", got, p.CATrusted.Message, tt.wantStatus)
-			}
-			if got := signed(p); !slices.Equal(got, tt.wantSigned) {
-				t.Errorf("the plan lets %v sign with their current key, want %v", got, tt.wantSigned)
-			}
-			for _, held := range tt.wantHeld {
-				if !strings.Contains(p.CATrusted.Message, held) {
-					t.Errorf("CATrusted does not name the held CA %s: %s", held, p.CATrusted.Message)
+				p := PlanCertificates(Observed{Cluster: c, CertManager: true, Secrets: secrets, MemberTrustHashes: hashes, Now: now})
+				if got := p.CATrusted.Status; got != tt.wantStatus {
+					t.Errorf("CATrusted = %s (%s), want %s", got, p.CATrusted.Message, tt.wantStatus)
 				}
-			}
-			var wroteBundle bool
-			for _, w := range p.Writes {
-				if s, ok := w.Object.(*corev1.Secret); ok && s.Name == "e-ca-bundle" {
-					wroteBundle = builder.TrustBundleHash(s.Data) == builder.TrustBundleHash(bundle)
+				if got := signed(p); !slices.Equal(got, tt.wantSigned) {
+					t.Errorf("the plan lets %v sign with their current key, want %v", got, tt.wantSigned)
 				}
-			}
-			if !wroteBundle {
-				t.Error("the plan does not write the bundle it gathered")
-			}
-		})
+				for _, held := range tt.wantHeld {
+					if !strings.Contains(p.CATrusted.Message, held) {
+						t.Errorf("CATrusted does not name the held CA %s: %s", held, p.CATrusted.Message)
+					}
+				}
+				var wroteBundle bool
+				for _, w := range p.Writes {
+					if s, ok := w.Object.(*corev1.Secret); ok && s.Name == "e-ca-bundle" {
+						wroteBundle = builder.TrustBundleHash(s.Data) == builder.TrustBundleHash(bundle)
+					}
+				}
+				if !wroteBundle {
+					t.Error("the plan does not write the bundle it gathered")
+				}
+			})
+		}
 	}
 }
 
@@ -202,5 +207,70 @@ func TestPlanCertificates(t *testing.T) {
 				t.Errorf("warning event: %v, want %v", warned, !warned)
 			}
 		})
+	}
+}
+
+// TestFreshBundle checks that a cluster trusting nothing yet (not formed,
+// no member Pod) gets a bundle of its current CAs only, while any other
+// keeps the CAs its bundle held.
+func TestFreshBundle(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	old, _ := selfSigned(t, now.Add(100*time.Hour))
+	current, key := selfSigned(t, now.Add(200*time.Hour))
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: "ns"}, Spec: etcdv1alpha1.EtcdClusterSpec{Security: &etcdv1alpha1.SecuritySpec{TLS: &etcdv1alpha1.TLSSpec{
+		PeerSecret: "peer", PeerTrustedCASecret: "peer-ca",
+	}}}}
+	secrets := map[string]*corev1.Secret{
+		"peer":        tlsSecret("peer", current, key, current),
+		"peer-ca":     tlsSecret("peer-ca", current, key, current),
+		"e-ca-bundle": TrustBundleSecret(c, map[string][]byte{builder.BundlePeerCAKey: old}),
+	}
+	for _, tt := range []struct {
+		name      string
+		clusterID string
+		pods      []string
+		want      int
+	}{
+		{name: "not formed, no Pod: the current CA only", want: 1},
+		{name: "not formed, a Pod started: both", pods: []string{"h"}, want: 2},
+		{name: "formed, its Pods gone: both", clusterID: "1f2e", want: 2},
+	} {
+		cc := c.DeepCopy()
+		cc.Status.ClusterID = tt.clusterID
+		p := PlanCertificates(Observed{Cluster: cc, Secrets: secrets, MemberTrustHashes: tt.pods, Now: now})
+		got := secrets["e-ca-bundle"].Data
+		for _, w := range p.Writes {
+			if w.Object.GetName() == "e-ca-bundle" {
+				got = w.Object.(*corev1.Secret).Data
+			}
+		}
+		if n := len(parseValid(got[builder.BundlePeerCAKey])); n != tt.want {
+			t.Errorf("%s: the bundle holds %d peer CAs, want %d", tt.name, n, tt.want)
+		}
+	}
+}
+
+// TestNewClusterSigns checks that the CAs of a new cluster sign as soon as
+// cert-manager issues them, on the first pass or a later one, without a
+// roll-out event: no member trusts anything yet.
+func TestNewClusterSigns(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	c := managed(etcdv1alpha1.CertManagerSpec{})
+	crt, key := selfSigned(t, now.Add(240*time.Hour))
+	secrets := map[string]*corev1.Secret{
+		"e-ca":        tlsSecret("e-ca", crt, key, crt),
+		"e-peer-ca":   tlsSecret("e-peer-ca", crt, key, crt),
+		"e-ca-bundle": TrustBundleSecret(c, map[string][]byte{}), // written by the pass before the CAs
+	}
+	p := PlanCertificates(Observed{Cluster: c, CertManager: true, Secrets: secrets, Now: now})
+	if got := signed(p); !slices.Equal(got, []string{"e-ca", "e-peer-ca"}) {
+		t.Errorf("the plan lets %v sign, want both CAs", got)
+	}
+	for _, w := range p.Writes {
+		if w.Event != nil && w.Event.Reason == "CARolledOut" {
+			t.Errorf("a new cluster's CA is announced as rolled out: %s", w.Event.Message)
+		}
 	}
 }

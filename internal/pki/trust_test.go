@@ -23,21 +23,21 @@ func TestTrustSources(t *testing.T) {
 		want    map[string][]builder.SecretKey
 	}{
 		{
-			name:    "operator's CAs: the CA itself before any leaf it signs",
+			name:    "managed: the cluster's own CAs, nothing the leaves carry",
 			cluster: managed(etcdv1alpha1.CertManagerSpec{}),
 			want: map[string][]builder.SecretKey{
-				"ca.crt":        {key("e-server-tls", "ca.crt"), key("e-ca", "tls.crt")},
-				"client-ca.crt": {key("e-client-tls", "ca.crt"), key("e-ca", "tls.crt")},
-				"peer-ca.crt":   {key("e-peer-tls", "ca.crt"), key("e-peer-ca", "tls.crt")},
+				"ca.crt":        {key("e-ca", "tls.crt")},
+				"client-ca.crt": {key("e-ca", "tls.crt")},
+				"peer-ca.crt":   {key("e-peer-ca", "tls.crt")},
 			},
 		},
 		{
-			name:    "user's client issuer: only what its leaves carry; the peer CA stays the operator's",
-			cluster: managed(etcdv1alpha1.CertManagerSpec{IssuerRef: &etcdv1alpha1.IssuerReference{Name: "corp"}}),
+			name:    "managed with the user's issuers: the same, not the issuers' CA",
+			cluster: managed(etcdv1alpha1.CertManagerSpec{IssuerRef: &etcdv1alpha1.IssuerReference{Name: "corp"}, PeerIssuerRef: &etcdv1alpha1.IssuerReference{Name: "corp"}}),
 			want: map[string][]builder.SecretKey{
-				"ca.crt":        {key("e-server-tls", "ca.crt")},
-				"client-ca.crt": {key("e-client-tls", "ca.crt")},
-				"peer-ca.crt":   {key("e-peer-tls", "ca.crt"), key("e-peer-ca", "tls.crt")},
+				"ca.crt":        {key("e-ca", "tls.crt")},
+				"client-ca.crt": {key("e-ca", "tls.crt")},
+				"peer-ca.crt":   {key("e-peer-ca", "tls.crt")},
 			},
 		},
 		{
@@ -83,6 +83,7 @@ func TestTrust(t *testing.T) {
 		{name: "expired CAs go", read: map[builder.SecretKey][]byte{ca: renewed, leaf: renewed}, previous: cat(expired, old), want: cat(old, renewed)},
 		{name: "junk in the previous bundle goes", read: map[builder.SecretKey][]byte{ca: old}, previous: []byte("junk"), want: old},
 		{name: "junk in a source is a SecretError", read: map[builder.SecretKey][]byte{ca: []byte("junk")}, wantErr: true},
+		{name: "a CA Secret gives its CA, not the chain of its issuer", read: map[builder.SecretKey][]byte{ca: cat(renewed, old)}, want: renewed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,6 +116,9 @@ func TestTrusts(t *testing.T) {
 	}
 	if Trusts(c, map[string][]byte{"ca.crt": both, "client-ca.crt": a}, "e-ca", b) {
 		t.Error("the client CA missing from client-ca.crt is trusted")
+	}
+	if !Trusts(c, map[string][]byte{"ca.crt": a, "client-ca.crt": a}, "e-ca", both) {
+		t.Error("a CA Secret's chain (the CA, then its issuer's) must be trusted for its CA alone")
 	}
 	if !Trusts(c, map[string][]byte{"peer-ca.crt": both}, "e-peer-ca", a) || Trusts(c, map[string][]byte{"ca.crt": both}, "e-peer-ca", a) {
 		t.Error("the peer CA is judged by another key than peer-ca.crt")

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
@@ -527,4 +528,201 @@ func servedLeaf(c *etcdv1alpha1.EtcdCluster, pod *corev1.Pod, port string, roots
 	}
 	defer func() { _ = conn.Close() }()
 	return conn.ConnectionState().PeerCertificates[0], nil
+}
+
+// sharedClusterIssuer creates a CA ClusterIssuer, as docs/tls.md suggests
+// for several clusters, from a root made here (its Secret in cert-manager's
+// cluster resource namespace), and removes both when the test ends.
+func sharedClusterIssuer(ctx context.Context, t *testing.T, name string) *x509.Certificate {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name + " shared root"}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(365 * 24 * time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, _ := x509.ParseCertificate(der)
+	kder, _ := x509.MarshalECPrivateKey(key)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "cert-manager", Name: name}, Type: corev1.SecretTypeTLS, Data: map[string][]byte{
+		"tls.crt": pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		"tls.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
+	}}
+	issuer := &cmapi.ClusterIssuer{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{CA: &cmapi.CAIssuer{SecretName: name}}}}
+	for _, o := range []client.Object{secret, issuer} {
+		if err := k8sClient.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), o) })
+	}
+	return root
+}
+
+// peerRefusal is how member's peer port (of cluster name in ns) ends a
+// mutual TLS connection from a peer presenting cert, verifying the member
+// with roots, or "accepted".
+func peerRefusal(ctx context.Context, t *testing.T, ns, name, member string, roots *x509.CertPool, cert *tls.Certificate) string {
+	t.Helper()
+	pod := &corev1.Pod{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: member}, pod); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &tls.Config{RootCAs: roots, ServerName: member + "." + name + "-headless." + ns + ".svc", Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", net.JoinHostPort(pod.Status.PodIP, "2380"), cfg)
+	if err != nil {
+		return err.Error()
+	}
+	defer func() { _ = conn.Close() }()
+	// With TLS 1.3 the member's verdict on the client certificate arrives
+	// on the first read; an accepted peer gets nothing until it asks.
+	_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err.Error()
+	}
+	return "accepted"
+}
+
+// TestTLSSharedIssuer is issue 15, item 3, as it was reproduced: two
+// teams, each with a cluster named shared, enableAuth, and issuerRef to
+// one CA ClusterIssuer. Each cluster's certificates come from a CA of its
+// own that the shared issuer signs, and its members trust only that CA:
+// team-b's root client certificate is refused by team-a's members at the
+// TLS handshake (it wrote a key before), team-b's peer certificate is
+// refused on team-a's peer port, and so is a certificate from team-a's own
+// peer CA that names team-b's members (the members' name check, which
+// also guards clusters whose user Secrets share a CA). Each team's own
+// certificates keep working.
+func TestTLSSharedIssuer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	nsA, nsB := newNamespace(ctx, t), newNamespace(ctx, t)
+	issuer := "shared-" + nsA
+	root := sharedClusterIssuer(ctx, t, issuer)
+	ref := &etcdv1alpha1.IssuerReference{Name: issuer, Kind: "ClusterIssuer"}
+	clusters := map[string]*etcdv1alpha1.EtcdCluster{}
+	for _, ns := range []string{nsA, nsB} {
+		c := &etcdv1alpha1.EtcdCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared"},
+			Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](1), Security: &etcdv1alpha1.SecuritySpec{
+				EnableAuth: true,
+				TLS:        &etcdv1alpha1.TLSSpec{CertManager: &etcdv1alpha1.CertManagerSpec{IssuerRef: ref, PeerIssuerRef: ref}},
+			}},
+		}
+		if err := k8sClient.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		clusters[ns] = c
+	}
+	for ns, c := range clusters {
+		key := client.ObjectKeyFromObject(c)
+		took := awaitReady(ctx, t, key, 1)
+		awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionAuthentication, metav1.ConditionTrue)
+		t.Logf("%s/%s Ready with auth in %s", ns, c.Name, took.Round(time.Second))
+	}
+	a := clusters[nsA]
+
+	// team-a's trust bundle holds team-a's own CAs, each signed by the
+	// shared root, and not the root.
+	bundle := &corev1.Secret{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: nsA, Name: builder.TrustBundleSecretName(a)}, bundle); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{builder.BundleServerCAKey, builder.BundleClientCAKey, builder.BundlePeerCAKey} {
+		certs, err := parseAll(bundle.Data[k])
+		if err != nil || len(certs) != 1 {
+			t.Fatalf("%s of team-a's bundle: %d certificates (%v), want team-a's own CA", k, len(certs), err)
+		}
+		if certs[0].Equal(root) || certs[0].CheckSignatureFrom(root) != nil || !strings.HasPrefix(certs[0].Subject.CommonName, "shared."+nsA+" etcd ") {
+			t.Errorf("%s of team-a's bundle holds %q, issued by %q; want team-a's own CA, an intermediate of the shared root", k, certs[0].Subject.CommonName, certs[0].Issuer.CommonName)
+		}
+	}
+	rootsA := poolOf(t, bundle.Data[builder.BundleServerCAKey])
+	peerRootsA := poolOf(t, bundle.Data[builder.BundlePeerCAKey])
+
+	// Clients: each team's root certificate writes to its own cluster;
+	// team-b's is refused by team-a's members.
+	for ns, c := range clusters {
+		cert, roots := secretPair(ctx, t, ns, builder.ClientTLSSecretName(c))
+		cli := tlsClient(ctx, t, ns, c.Name, roots, cert)
+		support.Eventually(t, time.Minute, "a write with "+ns+"'s own root certificate", func() error {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			_, err := cli.Put(cctx, "/own", ns)
+			return err
+		})
+	}
+	rootB, _ := secretPair(ctx, t, nsB, builder.ClientTLSSecretName(clusters[nsB]))
+	intruder := tlsClient(ctx, t, nsA, a.Name, rootsA, rootB)
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err := intruder.Put(cctx, "/intruder", "team-b")
+	cancel()
+	if err == nil {
+		t.Error("team-b's root certificate wrote a key to team-a's cluster")
+	}
+	ownA := tlsClient(ctx, t, nsA, a.Name, rootsA, mustPair(secretPair(ctx, t, nsA, builder.ClientTLSSecretName(a))))
+	cctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+	resp, getErr := ownA.Get(cctx, "/intruder")
+	cancel()
+	if getErr != nil || len(resp.Kvs) != 0 {
+		t.Errorf("reading /intruder on team-a as team-a's root: %v, %v; want no key", resp, getErr)
+	}
+	if alert := tlsRefusal(ctx, t, nsA, a.Name, rootsA, rootB); !strings.Contains(alert, "tls:") {
+		t.Errorf("team-a's client port ended the handshake with team-b's root certificate with %q, want a TLS alert", alert)
+	} else {
+		t.Logf("team-b's root certificate on team-a: %v (TLS: %s)", err, alert)
+	}
+
+	// Peers: team-a's member takes team-a's peer certificate, and refuses
+	// team-b's and one of team-a's own peer CA issued for team-b's members.
+	otherNames := &cmapi.Certificate{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "names-team-b"}, Spec: cmapi.CertificateSpec{
+		CommonName: "shared", SecretName: "names-team-b", DNSNames: pki.PeerDNSNames(clusters[nsB]),
+		Usages:    []cmapi.KeyUsage{cmapi.UsageServerAuth, cmapi.UsageClientAuth},
+		IssuerRef: cmmeta.IssuerReference{Name: pki.PeerCAName(a), Kind: "Issuer", Group: "cert-manager.io"},
+	}}
+	if err := k8sClient.Create(ctx, otherNames); err != nil {
+		t.Fatal(err)
+	}
+	support.Eventually(t, time.Minute, "cert-manager to issue names-team-b", func() error {
+		return k8sClient.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "names-team-b"}, &corev1.Secret{})
+	})
+	peerA, _ := secretPair(ctx, t, nsA, builder.PeerTLSSecretName(a))
+	peerB, _ := secretPair(ctx, t, nsB, builder.PeerTLSSecretName(clusters[nsB]))
+	namesB, _ := secretPair(ctx, t, nsA, "names-team-b")
+	member := a.Name + "-0"
+	if got := peerRefusal(ctx, t, nsA, a.Name, member, peerRootsA, peerA); got != "accepted" {
+		t.Errorf("team-a's member refused team-a's own peer certificate: %s", got)
+	}
+	for what, cert := range map[string]*tls.Certificate{
+		"team-b's peer certificate":                              peerB,
+		"a certificate of team-a's peer CA for team-b's members": namesB,
+		"team-a's root client certificate":                       mustPair(secretPair(ctx, t, nsA, builder.ClientTLSSecretName(a))),
+	} {
+		got := peerRefusal(ctx, t, nsA, a.Name, member, peerRootsA, cert)
+		if !strings.Contains(got, "tls:") {
+			t.Errorf("team-a's peer port with %s: %q, want a TLS alert", what, got)
+			continue
+		}
+		t.Logf("team-a's peer port refuses %s: %s", what, got)
+	}
+	assertMembers(ctx, t, ownA, nsA, 1)
+}
+
+// mustPair is the key pair of secretPair.
+func mustPair(cert *tls.Certificate, _ *x509.CertPool) *tls.Certificate { return cert }
+
+// parseAll parses every PEM certificate of data.
+func parseAll(data []byte) ([]*x509.Certificate, error) {
+	var certs []*x509.Certificate
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			return certs, nil
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		certs = append(certs, c)
+	}
 }

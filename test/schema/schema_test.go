@@ -184,7 +184,8 @@ var invalidObjects = []invalid{
 	{"option with a value in the key", "options: {election-timeout=1000: ''}", "spec.options keys are etcd flag names"},
 	{"option name", "options: {name: member}", "spec.options: Invalid value: spec.options sets a flag the operator owns (name, data-dir,"},
 	{"option the TLS setup owns", "options: {peer-skip-client-san-verification: 'false'}", "spec.options sets a flag the operator owns"},
-	{"option data-dir", "options: {data-dir: /var/lib/etcd}", "and their peer- forms, peer-skip-client-san-verification): remove it; TLS comes from spec.security and the data directory from spec.storage"},
+	{"option that would undo the peer identity check", "options: {peer-cert-allowed-cn: member}", "spec.options sets a flag the operator owns"},
+	{"option data-dir", "options: {data-dir: /var/lib/etcd}", "and their peer- forms, peer-skip-client-san-verification, peer-cert-allowed-hostname, peer-cert-allowed-cn): remove it; TLS comes from spec.security and the data directory from spec.storage"},
 	{"option initial-cluster", "options: {initial-cluster: a=http://a:2380}", "spec.options sets a flag the operator owns"},
 	{"option initial-cluster-state", "options: {initial-cluster-state: existing}", "spec.options sets a flag the operator owns"},
 	{"option listen-client-urls", "options: {listen-client-urls: 'http://0.0.0.0:2379'}", "spec.options sets a flag the operator owns"},
@@ -409,13 +410,25 @@ var updates = []update{
 		name:   "TLS mode changed",
 		before: "security: {tls: {serverSecret: s, serverTrustedCASecret: s-ca}}",
 		after:  "security: {tls: {certManager: {}}}",
-		want:   "spec.security.tls cannot change on an existing cluster: the operator does not roll TLS changes member by member yet",
+		want:   "spec.security.tls cannot change on an existing cluster, apart from the issuers of certManager: the operator does not roll TLS changes member by member yet",
 	},
 	{
-		name:   "issuer changed",
+		name:   "TLS mode changed the other way",
+		before: "security: {tls: {certManager: {issuerRef: {name: corp-ca, kind: ClusterIssuer}}}}",
+		after:  "security: {tls: {peerSecret: p, peerTrustedCASecret: p-ca}}",
+		want:   "spec.security.tls cannot change on an existing cluster, apart from the issuers of certManager",
+	},
+	{
+		// The cluster's own CA is reissued by the new issuer and rolled
+		// out like a renewed CA (internal/pki/trust.go).
+		name:   "issuer given to a cluster with self-signed CAs",
 		before: "security: {tls: {certManager: {}}}",
 		after:  "security: {tls: {certManager: {issuerRef: {name: corp-ca, kind: ClusterIssuer}}}}",
-		want:   "spec.security.tls cannot change on an existing cluster",
+	},
+	{
+		name:   "peer issuer changed, client issuer removed",
+		before: "security: {tls: {certManager: {issuerRef: {name: corp-ca}, peerIssuerRef: {name: peers}}}}",
+		after:  "security: {tls: {certManager: {peerIssuerRef: {name: other-peers, kind: ClusterIssuer}}}}",
 	},
 	{
 		name:   "scale a managed-TLS cluster",
