@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -78,7 +79,14 @@ func (r *PKIReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 			return ctrl.Result{}, err
 		}
 		p := pki.PlanCertificates(o)
-		if err := r.act(ctx, c, p); err != nil {
+		var foreignObj *foreignObjectError
+		if err := r.act(ctx, c, p); errors.As(err, &foreignObj) {
+			// An Issuer or Certificate of the cluster's names is someone
+			// else's: never taken over, said in CertificatesReady.
+			p.CertificatesReady.Status, p.CertificatesReady.Reason, p.CertificatesReady.Message = metav1.ConditionFalse, etcdv1alpha1.ReasonForeignObject, foreignObj.Error()
+			p.Recheck = refusedRequeue
+			r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonForeignObject, "%v", foreignObj)
+		} else if err != nil {
 			return ctrl.Result{}, err
 		}
 		conds = append(conds, p.CertificatesReady, p.CATrusted)
