@@ -190,6 +190,10 @@ func TestSharedClientCAIsRefused(t *testing.T) {
 	}
 	first := userCluster(newNamespace(ctx, t), caPEM, keyPEM)
 	awaitCondition(ctx, t, first, etcdv1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, etcdv1alpha1.ReasonCertificatesReady)
+	// Creation times have a resolution of one second, and a tie goes by
+	// namespace: the second cluster must be created in a later second to
+	// be the newer one.
+	time.Sleep(time.Until(first.CreationTimestamp.Add(time.Second)))
 	second := userCluster(newNamespace(ctx, t), caPEM, keyPEM)
 	awaitCondition(ctx, t, second, etcdv1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, etcdv1alpha1.ReasonSharedClientCA)
 	cond := meta.FindStatusCondition(second.Status.Conditions, etcdv1alpha1.ConditionCertificatesReady)
