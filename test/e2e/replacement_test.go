@@ -224,6 +224,10 @@ func harmAndAwaitComeback(t *testing.T, name string, storage etcdv1alpha1.Storag
 	before := memberIDs(ctx, t, cli)
 	finish := startWriter(ctx, t, cli)
 	victim := pickVictim(ctx, t, ns, name, f == stopNode)
+	if f == wipeData && victim.Name == name+"-0" {
+		// The seed is wipeSeed's: a wiped seed is replaced, never re-synced.
+		victim = otherMember(ctx, t, ns, name, victim.Name)
+	}
 	if f == wipeSeed {
 		victim = &corev1.Pod{}
 		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-0"}, victim); err != nil {
@@ -263,7 +267,7 @@ func harmAndAwaitComeback(t *testing.T, name string, storage etcdv1alpha1.Storag
 	})
 	awaitReady(ctx, t, key, 3)
 	t.Logf("full strength %s after harming %s", time.Since(start).Round(time.Second), victim.Name)
-	if _, back := memberIDs(ctx, t, cli)[victim.Name]; want == resynced && back {
+	if id, back := memberIDs(ctx, t, cli)[victim.Name]; want == resynced && back && id == before[victim.Name] {
 		t.Logf("%s came back as itself, re-synced by the leader", victim.Name)
 		assertServesLocally(ctx, t, victim, "/e2e/kept")
 	}
@@ -383,13 +387,34 @@ func awaitNodeReady(t *testing.T, name string) {
 	})
 }
 
+// otherMember is a member Pod of cluster other than the one named not.
+func otherMember(ctx context.Context, t *testing.T, ns, cluster, not string) *corev1.Pod {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := k8sClient.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{etcdv1alpha1.LabelCluster: cluster}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods.Items {
+		if pods.Items[i].Name != not {
+			return &pods.Items[i]
+		}
+	}
+	t.Fatalf("no member of %s but %s", cluster, not)
+	return nil
+}
+
 // assertServesLocally checks that a member holds key itself: a
-// serializable read, answered from its own store, on its Pod's IP.
+// serializable read, answered from its own store, on its Pod's IP. The
+// Pod must be the one that was harmed, running: the IP of a Pod being
+// deleted may already serve another Pod.
 func assertServesLocally(ctx context.Context, t *testing.T, member *corev1.Pod, key string) {
 	t.Helper()
 	pod := &corev1.Pod{}
 	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(member), pod); err != nil {
 		t.Fatal(err)
+	}
+	if pod.UID != member.UID || pod.DeletionTimestamp != nil {
+		t.Fatalf("the Pod of %s was replaced or is being deleted", member.Name)
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + net.JoinHostPort(pod.Status.PodIP, "2379")}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
