@@ -180,6 +180,9 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 		// updates need not conflict with it.
 		patch := client.MergeFrom(pod.DeepCopy())
 		pod = pod.DeepCopy()
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
 		pod.Annotations[etcdv1alpha1.AnnotationInitialClusterState] = builder.ClusterStateExisting
 		if err := r.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
 			return 0, fmt.Errorf("sealing the seed %s: %w", a.member, err)

@@ -141,11 +141,13 @@ func plan(o observed) action {
 
 	// Once the cluster has formed, no member may found a new one: a seed
 	// whose data is wiped later would come back as a cluster of its own,
-	// with the same member and cluster IDs.
+	// with the same member and cluster IDs. Any value but "existing" (a
+	// user's edit, a removed annotation: etcd's default is "new") is
+	// sealed again.
 	for _, name := range slices.Sorted(maps.Keys(o.pods)) {
 		p := o.pods[name]
 		if m, ok := byName[name]; ok && m.Name != "" && p.DeletionTimestamp == nil &&
-			p.Annotations[etcdv1alpha1.AnnotationInitialClusterState] == builder.ClusterStateNew {
+			p.Annotations[etcdv1alpha1.AnnotationInitialClusterState] != builder.ClusterStateExisting {
 			return action{kind: actSealSeed, member: name, reason: "the cluster has formed: its seed " + name + " restarts as a member of it from now on"}
 		}
 	}

@@ -43,6 +43,9 @@ type world struct {
 	outdated []string
 	// seeds are Pods annotated to start as the founder of a new cluster.
 	seeds []string
+	// unannotated are Pods whose initial-cluster-state annotation a user
+	// removed (etcd then defaults to founding a new cluster).
+	unannotated []string
 	// untrusting Pods were started with an older trust bundle.
 	untrusting []string
 	runs       string
@@ -94,8 +97,11 @@ func (w world) observed() observed {
 		if slices.Contains(w.outdated, p) {
 			pod.Annotations[etcdv1alpha1.AnnotationPodSpecHash] = "old"
 		}
-		if slices.Contains(w.seeds, p) {
+		switch {
+		case slices.Contains(w.seeds, p):
 			pod.Annotations[etcdv1alpha1.AnnotationInitialClusterState] = builder.ClusterStateNew
+		case !slices.Contains(w.unannotated, p):
+			pod.Annotations[etcdv1alpha1.AnnotationInitialClusterState] = builder.ClusterStateExisting
 		}
 		if w.untrusting != nil {
 			o.trustHash = "bundle"
@@ -179,6 +185,7 @@ func TestPlan(t *testing.T) {
 		{"learner started: promote", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0"}, actPromote, "a-1"},
 		{"unstarted learner with a Pod: promote when etcd accepts", world{replicas: 3, voters: []string{"a-0"}, unstarted: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0"}, actPromote, "a-1"},
 		{"the cluster formed: its seed is sealed", world{replicas: 3, voters: []string{"a-0"}, pods: []string{"a-0"}, seeds: []string{"a-0"}, leader: "a-0"}, actSealSeed, "a-0"},
+		{"a member whose annotation a user removed is sealed again", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, unannotated: []string{"a-1"}, leader: "a-0"}, actSealSeed, "a-1"},
 		{"a seed that has not started is not sealed", world{replicas: 3, unstarted: []string{"a-0"}, voters: []string{"a-1"}, pods: []string{"a-0", "a-1"}, seeds: []string{"a-0"}, leader: "a-1"}, actPromote, "a-0"},
 		{"names are never reused", world{replicas: 3, voters: []string{"a-0", "a-4"}, pods: []string{"a-0", "a-4"}, leader: "a-0"}, actAddLearner, "a-5"},
 		{"at strength", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0"}, actNone, ""},
