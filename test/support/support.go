@@ -191,7 +191,7 @@ func (e *Env) DumpOnFailure(t testing.TB, ns string) {
 			return
 		}
 		for _, p := range pods.Items {
-			t.Logf("dump: pod %s on %s, %s, IP %s, deleting=%v", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.PodIP, p.DeletionTimestamp != nil)
+			t.Logf("dump: pod %s/%s on %s, %s, IP %s, deleting=%v", ns, p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.PodIP, p.DeletionTimestamp != nil)
 			for _, cs := range p.Status.ContainerStatuses {
 				t.Logf("dump:   container %s ready=%v restarts=%d state=%+v last=%+v", cs.Name, cs.Ready, cs.RestartCount, cs.State, cs.LastTerminationState)
 				t.Logf("dump:   log of %s/%s:\n%s", p.Name, cs.Name, tail(e.ContainerLog(ns, p.Name, cs.Name), 25))
