@@ -109,7 +109,7 @@ CLUSTER_TEST_FLAGS = -p 1 -parallel $(E2E_PARALLEL) -timeout 60m $(GOTEST_FLAGS)
 .PHONY: test
 test: manifests generate $(GOTESTSUM) ## Run the unit tests, the API server tests, the local cluster's suite and the e2e suite (needs root).
 	rm -rf $(TEST_LOGS) && mkdir -p $(TEST_LOGS)
-	$(MAKE) --no-print-directory -j2 --output-sync=line test-cluster test-host
+	$(MAKE) --no-print-directory -j2 test-cluster test-host
 
 # `make test` runs two lanes at once. The local cluster's suites mostly wait
 # on probes, timers and restarts (their serial part keeps about 10% of two
