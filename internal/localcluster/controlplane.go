@@ -32,6 +32,13 @@ type controlPlane struct {
 // start writes the key material and kubeconfig and starts etcd,
 // kube-apiserver, kube-controller-manager and kube-scheduler, each waited
 // for before the next.
+// A kubelet's default client budget (KubeletConfiguration's kubeAPIQPS
+// and kubeAPIBurst).
+const (
+	kubeletAPIQPS   = 50
+	kubeletAPIBurst = 100
+)
+
 func (cp *controlPlane) start(ctx context.Context) (*kubernetes.Clientset, error) {
 	cfg := cp.cfg
 	p := cfg.pki()
@@ -83,6 +90,14 @@ func (cp *controlPlane) start(ctx context.Context) (*kubernetes.Clientset, error
 	if err != nil {
 		return nil, err
 	}
+	// One client serves every node agent, the provisioner and the event
+	// recorder. client-go's default limit (5 requests a second, bursts of
+	// 10) is one kubelet's tenth: shared by five nodes it held Pod starts
+	// back for tens of seconds under the e2e suite (requests waited up to
+	// 7 s). Each node gets a kubelet's default budget (50/s, bursts of
+	// 100), and one more share for the rest.
+	restCfg.QPS = kubeletAPIQPS * float32(cfg.Nodes+1)
+	restCfg.Burst = kubeletAPIBurst * (cfg.Nodes + 1)
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return nil, err

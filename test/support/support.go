@@ -80,6 +80,10 @@ func Start(root string) (*Env, func(), error) {
 		stop()
 		return nil, nil, err
 	}
+	// One client serves every test running at once, each polling what it
+	// waits for: client-go's default (5 requests a second) made them wait
+	// on each other, not on the cluster.
+	env.Config.QPS, env.Config.Burst = 100, 200
 	if env.Client, err = kubernetes.NewForConfig(env.Config); err != nil {
 		stop()
 		return nil, nil, err
