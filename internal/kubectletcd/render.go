@@ -17,14 +17,14 @@ const none = "-"
 
 // minMessageWidth is the narrowest a condition message column may be
 // beside the other columns; below it messages go on lines of their own.
-const minMessageWidth = 30
+const minMessageWidth = 40
 
 // renderStatus writes the one-screen view of a cluster. width is the
 // terminal width, 0 for unlimited.
 func renderStatus(w io.Writer, v StatusView, width int, now time.Time) error {
 	p := &printer{w: w}
 	p.linef("EtcdCluster %s/%s", v.Namespace, v.Name)
-	field := func(name, value string) { p.linef("  %-12s%s", name+":", value) }
+	field := func(name, value string) { p.wrapped(fmt.Sprintf("  %-12s", name+":"), 14, value, width) }
 	field("Version", orNone(v.Version))
 	field("Cluster ID", orNone(v.ClusterID))
 	field("Endpoints", orNone(strings.Join(v.Endpoints, ", ")))
@@ -37,7 +37,10 @@ func renderStatus(w io.Writer, v StatusView, width int, now time.Time) error {
 	} else {
 		field("Paused", "no")
 	}
-	if v.ObservedGeneration != v.Generation {
+	switch {
+	case v.ObservedGeneration == 0:
+		field("Generation", fmt.Sprintf("%d, no status written yet by the operator", v.Generation))
+	case v.ObservedGeneration != v.Generation:
 		field("Generation", fmt.Sprintf("%d, status is of %d: the operator has not caught up with the latest spec", v.Generation, v.ObservedGeneration))
 	}
 
@@ -53,7 +56,7 @@ func renderStatus(w io.Writer, v StatusView, width int, now time.Time) error {
 	p.linef("Members:")
 	if len(v.Members) == 0 {
 		p.linef("  none yet")
-		notes(p, v, now)
+		notes(p, v, width, now)
 		return p.err
 	}
 	renderMemberTable(p, v, width, now)
@@ -169,14 +172,14 @@ func renderMemberTable(p *printer, v StatusView, width int, now time.Time) {
 		p.linef("%s%s", indent, strings.TrimRight(padRow(r, widths), " "))
 	}
 	if len(hidden) > 0 {
-		p.linef("  (left out to fit the terminal: %s; -o wide shows every column)", strings.Join(hidden, ", "))
+		p.wrapped("  ", 3, fmt.Sprintf("(left out to fit the terminal: %s; -o wide shows every column)", strings.Join(hidden, ", ")), width)
 	}
-	notes(p, v, now)
+	notes(p, v, width, now)
 }
 
 // notes are what the table cannot hold: why a member is unhealthy, its
 // alarms, Pods that are not members, and why Pods are not shown.
-func notes(p *printer, v StatusView, now time.Time) {
+func notes(p *printer, v StatusView, width int, now time.Time) {
 	var lines []string
 	for _, m := range v.Members {
 		if m.Healthy != nil && !*m.Healthy {
@@ -205,7 +208,7 @@ func notes(p *printer, v StatusView, now time.Time) {
 	}
 	p.linef("")
 	for _, l := range lines {
-		p.linef("  %s", l)
+		p.wrapped("  ", 4, l, width)
 	}
 }
 
@@ -338,6 +341,16 @@ func yesNo(b bool) string {
 type printer struct {
 	w   io.Writer
 	err error
+}
+
+// wrapped writes text after lead, wrapped to width (0: no limit), its
+// further lines indented by hang.
+func (p *printer) wrapped(lead string, hang int, text string, width int) {
+	lines := wrap(text, width-max(len(lead), hang))
+	p.linef("%s%s", lead, lines[0])
+	for _, l := range lines[1:] {
+		p.linef("%s%s", strings.Repeat(" ", hang), l)
+	}
 }
 
 func (p *printer) linef(format string, args ...any) {
