@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/go-logr/logr"
@@ -17,16 +18,16 @@ import (
 )
 
 func main() {
-	os.Exit(run())
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 // run executes the command and returns the exit code. Errors are printed
 // as one line, never as a stack trace: a panic is reported as an
 // internal error.
-func run() (code int) {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "error: internal error in kubectl etcd: %v (please report it)\n", r)
+			fmt.Fprintf(stderr, "error: internal error in kubectl etcd: %v (please report it)\n", r)
 			code = 2
 		}
 	}()
@@ -36,9 +37,10 @@ func run() (code int) {
 	// and no logger was set.
 	klog.SetLogger(logr.Discard())
 	ctrllog.SetLogger(logr.Discard())
-	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
-	if err := kubectletcd.NewCommand(streams).ExecuteContext(context.Background()); err != nil {
-		fmt.Fprintf(os.Stderr, "error: %v\n", err)
+	cmd := kubectletcd.NewCommand(genericiooptions.IOStreams{In: stdin, Out: stdout, ErrOut: stderr})
+	cmd.SetArgs(args)
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		fmt.Fprintf(stderr, "error: %v\n", err)
 		return 1
 	}
 	return 0
