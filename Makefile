@@ -181,8 +181,9 @@ verify: manifests generate bundle catalog ## Fail when generated files differ fr
 ##@ Build
 
 .PHONY: build
-build: generate fmt vet ## Build the manager binary into bin/manager.
+build: generate fmt vet ## Build the manager binary into bin/manager and the kubectl etcd plugin into bin/kubectl-etcd.
 	CGO_ENABLED=0 $(GO) build -o $(LOCALBIN)/manager ./cmd
+	CGO_ENABLED=0 $(GO) build -o $(LOCALBIN)/kubectl-etcd ./cmd/kubectl-etcd
 
 .PHONY: run
 run: manifests generate fmt vet ## Run the manager against the cluster in $KUBECONFIG.
