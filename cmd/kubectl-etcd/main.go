@@ -27,7 +27,7 @@ func main() {
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
-			fmt.Fprintf(stderr, "error: internal error in kubectl etcd: %v (please report it)\n", r)
+			_, _ = fmt.Fprintf(stderr, "error: internal error in kubectl etcd: %v (please report it)\n", r)
 			code = 2
 		}
 	}()
@@ -40,7 +40,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	cmd := kubectletcd.NewCommand(genericiooptions.IOStreams{In: stdin, Out: stdout, ErrOut: stderr})
 	cmd.SetArgs(args)
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
-		fmt.Fprintf(stderr, "error: %v\n", err)
+		_, _ = fmt.Fprintf(stderr, "error: %v\n", err) // nowhere left to report a failed write
 		return 1
 	}
 	return 0

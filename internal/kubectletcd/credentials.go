@@ -212,7 +212,9 @@ func (s *session) credentials(ctx context.Context, name string, co credentialsOp
 		return err
 	}
 	if conn.prefix != "" {
-		fmt.Fprintf(s.ErrOut, "# etcdtenant %s may read and write keys under %s only\n", name, conn.prefix)
+		if _, err := fmt.Fprintf(s.ErrOut, "# etcdtenant %s may read and write keys under %s only\n", name, conn.prefix); err != nil {
+			return err
+		}
 	}
 	_, err = fmt.Fprint(s.Out, etcdctlCommand(conn, f))
 	return err
@@ -227,7 +229,7 @@ func (s *session) warnClusterNotReady(ctx context.Context, name string) {
 		return
 	}
 	if !isTrue(c.Status.Conditions, etcdv1alpha1.ConditionReady) {
-		fmt.Fprintf(s.ErrOut, "Warning: etcdcluster %s is not Ready%s\n", name, readiness(c.Status.Conditions))
+		_, _ = fmt.Fprintf(s.ErrOut, "Warning: etcdcluster %s is not Ready%s\n", name, readiness(c.Status.Conditions)) // a warning; the credentials follow
 	}
 }
 
