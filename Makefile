@@ -125,7 +125,9 @@ test-cluster: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM)
 .PHONY: test-host
 test-host: $(ENVTEST_ASSETS) $(CERT_MANAGER_CONTROLLER) $(KUSTOMIZE) $(GOTESTSUM)
 	mkdir -p $(TEST_LOGS)
-	nice -n 10 $(MAKE) --no-print-directory $(OPERATOR_SDK) $(OPM)
+	@# -j1: a sub-make that took a second job slot from the jobserver would
+	@# hold the cluster lane back until its build ends.
+	nice -n 10 $(MAKE) --no-print-directory -j1 $(OPERATOR_SDK) $(OPM)
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) OPERATOR_SDK_BIN=$(OPERATOR_SDK) OPM_BIN=$(OPM) KUSTOMIZE_BIN=$(KUSTOMIZE) \
 		$(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/unit.json -- $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e /test/localcluster -e /test/e2e -e '/test/chaos$$')
 	cd hack/cert-manager && KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) CERT_MANAGER_CONTROLLER_BIN=$(CERT_MANAGER_CONTROLLER) \
