@@ -234,6 +234,7 @@ func harmAndAwaitComeback(t *testing.T, name string, storage etcdv1alpha1.Storag
 			t.Fatal(err)
 		}
 	}
+	victimRestarts := etcdRestarts(victim)
 	start := time.Now()
 	harm(ctx, t, victim, f)
 	support.Eventually(t, 4*time.Minute, "the cluster to return to 3 healthy members", func() error {
@@ -259,6 +260,11 @@ func harmAndAwaitComeback(t *testing.T, name string, storage etcdv1alpha1.Storag
 			if want != resynced && pod.UID == victim.UID {
 				return fmt.Errorf("the harmed Pod of %s is still there", name)
 			}
+			// A wiped member is killed too: until its container has
+			// restarted, "3 healthy members" says nothing about the harm.
+			if want == resynced && pod.UID == victim.UID && etcdRestarts(pod) == victimRestarts {
+				return fmt.Errorf("the harmed member %s has not restarted yet", name)
+			}
 			if !podReady(pod) {
 				return fmt.Errorf("the Pod of %s is not Ready yet", name)
 			}
@@ -267,9 +273,8 @@ func harmAndAwaitComeback(t *testing.T, name string, storage etcdv1alpha1.Storag
 	})
 	awaitReady(ctx, t, key, 3)
 	t.Logf("full strength %s after harming %s", time.Since(start).Round(time.Second), victim.Name)
-	if id, back := memberIDs(ctx, t, cli)[victim.Name]; want == resynced && back && id == before[victim.Name] {
-		t.Logf("%s came back as itself, re-synced by the leader", victim.Name)
-		assertServesLocally(ctx, t, victim, "/e2e/kept")
+	if want == resynced {
+		awaitResynced(ctx, t, cli, victim, before[victim.Name], "/e2e/kept")
 	}
 	finish()
 	resp, err := cli.Get(ctx, "/e2e/kept")
@@ -403,26 +408,60 @@ func otherMember(ctx context.Context, t *testing.T, ns, cluster, not string) *co
 	return nil
 }
 
-// assertServesLocally checks that a member holds key itself: a
-// serializable read, answered from its own store, on its Pod's IP. The
-// Pod must be the one that was harmed, running: the IP of a Pod being
-// deleted may already serve another Pod.
-func assertServesLocally(ctx context.Context, t *testing.T, member *corev1.Pod, key string) {
+// etcdRestarts is how often the etcd container of a member Pod restarted.
+func etcdRestarts(pod *corev1.Pod) int32 {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == builder.EtcdContainerName {
+			return cs.RestartCount
+		}
+	}
+	return 0
+}
+
+// awaitResynced waits until the wiped member either holds key itself again
+// (same member ID: the leader sent it a snapshot, which takes a
+// moment after it restarts) or was replaced by a new member; both keep the
+// data, and the log says which it was.
+func awaitResynced(ctx context.Context, t *testing.T, cli *clientv3.Client, member *corev1.Pod, id uint64, key string) {
 	t.Helper()
+	outcome := ""
+	support.Eventually(t, 2*time.Minute, member.Name+" to hold "+key+" itself or be replaced", func() error {
+		if got, back := memberIDs(ctx, t, cli)[member.Name]; !back || got != id {
+			outcome = "was replaced by a new member"
+			return nil
+		}
+		if err := servesLocally(ctx, member, key); err != nil {
+			return err
+		}
+		outcome = "came back as itself, re-synced by the leader"
+		return nil
+	})
+	t.Logf("%s %s", member.Name, outcome)
+}
+
+// servesLocally checks that a member holds key itself: a serializable
+// read, answered from its own store, on its Pod's IP. The Pod must be
+// running and not being deleted: the IP of a Pod being deleted may already
+// serve another Pod.
+func servesLocally(ctx context.Context, member *corev1.Pod, key string) error {
 	pod := &corev1.Pod{}
 	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(member), pod); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	if pod.UID != member.UID || pod.DeletionTimestamp != nil {
-		t.Fatalf("the Pod of %s was replaced or is being deleted", member.Name)
+	if pod.DeletionTimestamp != nil || pod.Status.PodIP == "" {
+		return fmt.Errorf("the Pod of %s is being deleted or has no IP yet", member.Name)
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + net.JoinHostPort(pod.Status.PodIP, "2379")}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer func() { _ = cli.Close() }()
 	resp, err := cli.Get(ctx, key, clientv3.WithSerializable())
-	if err != nil || len(resp.Kvs) != 1 {
-		t.Fatalf("member %s does not hold %s itself: %v %v", member.Name, key, resp, err)
+	if err != nil {
+		return err
 	}
+	if len(resp.Kvs) != 1 {
+		return fmt.Errorf("member %s does not hold %s itself (at revision %d)", member.Name, key, resp.Header.Revision)
+	}
+	return nil
 }
