@@ -159,7 +159,9 @@ const clusterWorkers = 4
 // SetupWithManager registers the reconciler with mgr.
 func (r *TopologyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&etcdv1alpha1.EtcdCluster{}, ctrlbuilder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A spec change, or an annotation's: resuming (removing the pause
+		// annotation) changes no generation and must still wake the plan.
+		For(&etcdv1alpha1.EtcdCluster{}, ctrlbuilder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&corev1.Pod{}).
 		// The trust bundle, whose change rolls the members.
 		Owns(&corev1.Secret{}).
