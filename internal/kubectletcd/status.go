@@ -253,14 +253,7 @@ narrow terminal the least needed member columns are left out; -o wide
 shows them all.`,
 		Args: oneName("EtcdCluster"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			s, err := o.session()
-			if err != nil {
-				return err
-			}
-			v, err := s.view(cmd.Context(), args[0])
+			s, v, err := o.viewFor(cmd, output, args[0])
 			if err != nil {
 				return err
 			}
@@ -274,6 +267,23 @@ shows them all.`,
 	return cmd
 }
 
+// viewFor checks the output format, opens a session and reads the view of
+// the EtcdCluster name: what status and members start from.
+func (o *Options) viewFor(cmd *cobra.Command, output, name string) (*session, StatusView, error) {
+	if err := checkOutput(output); err != nil {
+		return nil, StatusView{}, err
+	}
+	s, err := o.session()
+	if err != nil {
+		return nil, StatusView{}, err
+	}
+	v, err := s.view(cmd.Context(), name)
+	if err != nil {
+		return nil, StatusView{}, err
+	}
+	return s, v, nil
+}
+
 func newMembersCommand(o *Options) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -281,14 +291,7 @@ func newMembersCommand(o *Options) *cobra.Command {
 		Short: "List an EtcdCluster's members: role, health, database size, raft index, Pod",
 		Args:  oneName("EtcdCluster"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			s, err := o.session()
-			if err != nil {
-				return err
-			}
-			v, err := s.view(cmd.Context(), args[0])
+			s, v, err := o.viewFor(cmd, output, args[0])
 			if err != nil {
 				return err
 			}
