@@ -140,12 +140,13 @@ test-e2e: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM) ## Run the e2e suite o
 		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/e2e.json -- $(CLUSTER_TEST_FLAGS) ./test/e2e/...
 
 # The fault campaign (test/chaos): `make test` runs its short fixed seed;
-# this runs any seed, longer.
+# this runs any seeds (SEED=7 or SEED=7,8,9: in turn, on one local
+# cluster), longer.
 SEED ?= 1
 STEPS ?= 10
 
 .PHONY: chaos
-chaos: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM) ## Run the randomized fault campaign on the local cluster: make chaos SEED=7 STEPS=40.
+chaos: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM) ## Run the randomized fault campaign on the local cluster: make chaos SEED=7 STEPS=40 (or SEED=7,8,9).
 	mkdir -p $(TEST_LOGS)
 	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
 		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/chaos.json -- -count=1 -timeout 120m -v ./test/chaos -args -chaos.seed=$(SEED) -chaos.steps=$(STEPS)

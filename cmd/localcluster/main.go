@@ -4,7 +4,7 @@
 //	localcluster up [--detach] [--nodes N]   start it (foreground, or in the background)
 //	localcluster down                        stop it and remove what it created
 //	localcluster fault ACTION [flags]        inject a fault (kill, pause, resume, delete-pod,
-//	                                         wipe, fill, cut, heal, stop-node, start-node)
+//	                                         wipe, fill, free, cut, heal, stop-node, start-node)
 //	localcluster kubeconfig                  print the admin kubeconfig's path
 package main
 
@@ -57,7 +57,7 @@ func run(args []string) error {
 	fs.StringVar(&f.Namespace, "namespace", "default", "Namespace of the pod (fault).")
 	fs.StringVar(&f.Pod, "pod", "", "Pod (fault).")
 	fs.StringVar(&f.Container, "container", "", "Container; empty means the pod's first (fault).")
-	fs.StringVar(&f.Volume, "volume", "", "Volume of the pod (wipe, fill).")
+	fs.StringVar(&f.Volume, "volume", "", "Volume of the pod (wipe, fill, free).")
 	fs.StringVar(&f.Node, "node", "", "Node (stop-node, start-node).")
 	flagArgs := args[1:]
 	if args[0] == "fault" && len(args) > 1 {

@@ -34,6 +34,8 @@ const (
 	FaultWipe = "wipe"
 	// FaultFill fills a pod's volume until writes fail with ENOSPC.
 	FaultFill = "fill"
+	// FaultFree removes what FaultFill wrote to a pod's volume.
+	FaultFree = "free"
 	// FaultCut takes a pod off the network.
 	FaultCut = "cut"
 	// FaultHeal puts a cut pod back on the network.
@@ -86,15 +88,18 @@ func (c *Cluster) inject(ctx context.Context, f Fault) error {
 		return w.net.cut(ctx)
 	case FaultHeal:
 		return w.net.heal(ctx)
-	case FaultWipe, FaultFill:
+	case FaultWipe, FaultFill, FaultFree:
 		src, ok := w.volumes.source(f.Volume)
 		if !ok {
 			return fmt.Errorf("pod %s/%s has no volume %q", f.Namespace, f.Pod, f.Volume)
 		}
-		if f.Action == FaultWipe {
+		switch f.Action {
+		case FaultWipe:
 			return wipe(src)
+		case FaultFill:
+			return fill(src)
 		}
-		return fill(src)
+		return os.RemoveAll(filepath.Join(src, fillFile))
 	}
 	return fmt.Errorf("unknown fault %q", f.Action)
 }
@@ -131,9 +136,12 @@ func wipe(dir string) error {
 	return nil
 }
 
+// fillFile is the file fill writes.
+const fillFile = "localcluster-fill"
+
 // fill writes a file into dir until the file system is full.
 func fill(dir string) error {
-	f, err := os.Create(filepath.Join(dir, "localcluster-fill"))
+	f, err := os.Create(filepath.Join(dir, fillFile))
 	if err != nil {
 		return err
 	}

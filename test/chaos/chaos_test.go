@@ -37,8 +37,8 @@ import (
 )
 
 var (
-	seed  = flag.Int64("chaos.seed", 1, "seed of the campaign's random steps")
-	steps = flag.Int("chaos.steps", 10, "number of steps")
+	seeds = flag.String("chaos.seed", "1", "seeds of the campaign's random steps, comma-separated: each runs in turn on the same local cluster")
+	steps = flag.Int("chaos.steps", 10, "number of steps of each seed")
 )
 
 // recoveryBound is how long every cluster has to be Ready again once the
@@ -75,17 +75,27 @@ type target struct {
 	samples *sampler
 }
 
-// TestChaos runs the campaign: it creates the clusters, starts a writer on
-// each, takes the seeded steps, lets every cluster recover, and checks
-// the invariants.
+// TestChaos runs the campaign of each seed in turn.
 func TestChaos(t *testing.T) {
+	for _, field := range strings.Split(*seeds, ",") {
+		seed, err := strconv.ParseInt(strings.TrimSpace(field), 10, 64)
+		if err != nil {
+			t.Fatalf("-chaos.seed=%q: %q is not a number; give seeds like 7 or 7,8,9", *seeds, field)
+		}
+		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) { campaign(t, seed) })
+	}
+}
+
+// campaign creates the clusters, starts a writer on each, takes the
+// seeded steps, lets every cluster recover, and checks the invariants.
+func campaign(t *testing.T, seed int64) {
 	ctx := context.Background()
-	rng := rand.New(rand.NewSource(*seed))
-	t.Logf("chaos: seed %d, %d steps; replay with: make chaos SEED=%d STEPS=%d", *seed, *steps, *seed, *steps)
+	rng := rand.New(rand.NewSource(seed))
+	t.Logf("chaos: seed %d, %d steps; replay with: make chaos SEED=%d STEPS=%d", seed, *steps, seed, *steps)
 	var taken []string
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("chaos: seed %d failed after the steps:\n%s\nreplay with: make chaos SEED=%d STEPS=%d", *seed, strings.Join(taken, "\n"), *seed, *steps)
+			t.Logf("chaos: seed %d failed after the steps:\n%s\nreplay with: make chaos SEED=%d STEPS=%d", seed, strings.Join(taken, "\n"), seed, *steps)
 		}
 	})
 
@@ -386,6 +396,11 @@ func pickStep(rng *rand.Rand, tg *target) step {
 			})
 		}})
 	}
+	if tg.claims {
+		// A claim is a file system of its size; an emptyDir on the local
+		// cluster is the host's, and filling it would fill the host.
+		steps = append(steps, step{name: "fill a member's volume for 10s", do: memberFault(rng, localcluster.FaultFill, localcluster.FaultFree)})
+	}
 	if tg.secure {
 		steps = append(steps, step{name: "renew the server certificate", do: func(ctx context.Context, tg *target) (string, error) {
 			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tg.key.Namespace, Name: tg.key.Name + "-server-tls"}}
@@ -416,7 +431,7 @@ func memberFault(rng *rand.Rand, action, heal string) func(context.Context, *tar
 		}
 		p := pods[choice%len(pods)]
 		f := localcluster.Fault{Action: action, Namespace: p.Namespace, Pod: p.Name, Container: builder.EtcdContainerName}
-		if action == localcluster.FaultWipe {
+		if action == localcluster.FaultWipe || action == localcluster.FaultFill {
 			f.Volume = builder.DataVolumeName
 		}
 		if err := env.Faults.Inject(ctx, f); err != nil {
@@ -430,7 +445,14 @@ func memberFault(rng *rand.Rand, action, heal string) func(context.Context, *tar
 		}
 		time.Sleep(10 * time.Second)
 		f.Action = heal
-		return p.Name, env.Faults.Inject(ctx, f)
+		err := env.Faults.Inject(ctx, f)
+		// A claim outlives its Pod: a full one deleted meanwhile comes
+		// back on the same claim, which must not stay full.
+		for deadline := time.Now().Add(2 * time.Minute); err != nil && heal == localcluster.FaultFree && time.Now().Before(deadline); {
+			time.Sleep(2 * time.Second)
+			err = env.Faults.Inject(ctx, f)
+		}
+		return p.Name, err
 	}
 }
 

@@ -124,6 +124,8 @@ func TestFaultWipeAndFillVolume(t *testing.T) {
 	awaitLog("writable")
 	inject(ctx, t, localcluster.Fault{Action: localcluster.FaultFill, Namespace: ns, Pod: "disk", Volume: "data"})
 	awaitLog("full")
+	inject(ctx, t, localcluster.Fault{Action: localcluster.FaultFree, Namespace: ns, Pod: "disk", Volume: "data"})
+	awaitLog("writable")
 }
 
 func TestFaultDeletePod(t *testing.T) {
