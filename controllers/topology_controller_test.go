@@ -179,3 +179,34 @@ func TestForeignObjectsAreNotTakenOver(t *testing.T) {
 		t.Errorf("Service %s is not controlled by the cluster: %v", svc.Name, svc.OwnerReferences)
 	}
 }
+
+// TestResumeStartsThePlan creates a paused cluster: no member Pod is
+// created while it is paused. Removing the annotation changes no
+// generation, yet the seed's Pod must follow: nothing else would wake a
+// paused cluster's reconciler.
+func TestResumeStartsThePlan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cluster := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{
+		Namespace: newNamespace(ctx, t), Name: "resumed",
+		Annotations: map[string]string{etcdv1alpha1.AnnotationPaused: "true"},
+	}}
+	if err := k8sClient.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	awaitCondition(ctx, t, cluster, etcdv1alpha1.ConditionProgressing, metav1.ConditionFalse, etcdv1alpha1.ReasonPaused)
+	seed := client.ObjectKey{Namespace: cluster.Namespace, Name: "resumed-0"}
+	if err := k8sClient.Get(ctx, seed, &corev1.Pod{}); err == nil {
+		t.Fatal("a paused cluster got its seed Pod")
+	}
+	generation := cluster.Generation
+	patch := client.MergeFrom(cluster.DeepCopy())
+	delete(cluster.Annotations, etcdv1alpha1.AnnotationPaused)
+	if err := k8sClient.Patch(ctx, cluster, patch); err != nil {
+		t.Fatal(err)
+	}
+	if cluster.Generation != generation {
+		t.Fatalf("resuming changed the generation %d -> %d; this test needs it unchanged", generation, cluster.Generation)
+	}
+	eventually(t, 20*time.Second, "the seed's Pod once resumed", func() error { return k8sClient.Get(ctx, seed, &corev1.Pod{}) })
+}
