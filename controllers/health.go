@@ -248,6 +248,16 @@ type maintenance struct {
 	endpoint string
 	alarm    etcd.Alarm
 	reason   string
+	// id is the member MoveLeader moves leadership to, from the leader's
+	// name.
+	id   uint64
+	from string
+	// edit, for a step that carries out a request, is how its annotations
+	// change once the step succeeded; nil for upkeep.
+	edit *requestEdit
+	// held are the requests that wait, each saying why and how to cancel
+	// it.
+	held []string
 }
 
 // defaultQuotaBackendBytes is etcd's own default quota.
@@ -263,17 +273,33 @@ func quotaBackendBytes(c *etcdv1alpha1.EtcdCluster) int64 {
 	return defaultQuotaBackendBytes
 }
 
-// planMaintenance decides the next step of upkeep, re-derived each pass
-// from the members' databases and the alarms, so it resumes after a
-// restart. On NOSPACE: compact while live data seems to fill the quota,
-// defragment every member holding free space, one at a time, followers
-// first and the leader last, then disarm. Without alarms: defragment a
-// member whose free space passes the threshold. Only with every member
-// healthy: a member defragmenting does not serve.
+// planMaintenance decides the next step of maintenance, re-derived each
+// pass from etcd and the annotations, so it resumes after a restart:
+// the first request of the annotations that can be carried out
+// (health_requests.go), or else a step of upkeep. Requests that wait say
+// why in held. While the cluster is paused nothing is done.
 func planMaintenance(c *etcdv1alpha1.EtcdCluster, p probe) maintenance {
 	if c.IsPaused() {
-		return maintenance{kind: maintNone, reason: "paused"}
+		return maintenance{kind: maintNone, reason: "paused", held: heldWhile(c, "the cluster is paused")}
 	}
+	if p.members == nil {
+		return maintenance{kind: maintNone, held: heldWhile(c, "no member answers")}
+	}
+	step, act, held := planRequests(c, p)
+	if !act {
+		step = planUpkeep(c, p)
+	}
+	step.held = held
+	return step
+}
+
+// planUpkeep decides the next step of upkeep from the members' databases
+// and the alarms. On NOSPACE: compact while live data seems to fill the
+// quota, defragment every member holding free space, one at a time,
+// followers first and the leader last, then disarm. Without alarms:
+// defragment a member whose free space passes the threshold. Only with
+// every member healthy: a member defragmenting does not serve.
+func planUpkeep(c *etcdv1alpha1.EtcdCluster, p probe) maintenance {
 	if !c.DefragmentationEnabled() {
 		return maintenance{kind: maintNone, reason: "spec.maintenance.defragmentation is off"}
 	}
@@ -315,16 +341,7 @@ func planMaintenance(c *etcdv1alpha1.EtcdCluster, p probe) maintenance {
 		}
 	}
 	if len(fragmented) > 0 {
-		// Followers first, by name; the leader last.
-		slices.SortFunc(fragmented, func(a, b etcd.Member) int {
-			if (a.ID == p.leader) != (b.ID == p.leader) {
-				if a.ID == p.leader {
-					return 1
-				}
-				return -1
-			}
-			return strings.Compare(memberName(c, a), memberName(c, b))
-		})
+		leaderLast(c, fragmented, p.leader)
 		m := fragmented[0]
 		st := byID[m.ID]
 		return maintenance{kind: maintDefragment, member: memberName(c, m), endpoint: st.Endpoint,
@@ -350,12 +367,14 @@ func maintenanceCondition(c *etcdv1alpha1.EtcdCluster, m maintenance) metav1.Con
 	switch {
 	case c.IsPaused():
 		cond.Reason, cond.Message = etcdv1alpha1.ReasonPaused, "The operator neither compacts nor defragments while the annotation "+etcdv1alpha1.AnnotationPaused+" is \"true\""
-	case !c.DefragmentationEnabled():
-		cond.Reason, cond.Message = etcdv1alpha1.ReasonDisabled, "spec.maintenance.defragmentation is off: the operator neither compacts nor defragments"
 	case m.kind != maintNone:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, string(m.kind), m.reason
+	case len(m.held) > 0:
+		cond.Reason, cond.Message = etcdv1alpha1.ReasonRequestHeld, ""
+	case !c.DefragmentationEnabled():
+		cond.Reason, cond.Message = etcdv1alpha1.ReasonDisabled, "spec.maintenance.defragmentation is off: the operator neither compacts nor defragments"
 	}
-	return cond
+	return requestMessage(cond, m.held)
 }
 
 // memberURLs are the client URLs of the Pods, the endpoints to probe.

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +31,8 @@ const DefaultProbeInterval = 10 * time.Second
 
 // defragmentTimeout bounds one member's defragmentation.
 const defragmentTimeout = 2 * time.Minute
+
+// +kubebuilder:rbac:groups=etcd.aenix.io,resources=etcdclusters,verbs=get;list;watch;patch
 
 // HealthReconciler probes every member of a cluster through the etcd API on
 // a steady interval and when its Pods change, publishes what it finds
@@ -69,7 +72,7 @@ func (r *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 	p := probeMembers(ctx, r.NewEtcdClient, cluster, endpoints, true)
 	report := assess(cluster, p, time.Now())
 	step := planMaintenance(cluster, p)
-	for _, e := range healthEvents(cluster.Status.Members, report.members) {
+	for _, e := range append(healthEvents(cluster.Status.Members, report.members), heldEvents(cluster, step)...) {
 		r.event(cluster, e.eventType, e.reason, "%s", e.message)
 	}
 	recordHealth(cluster.Namespace, cluster.Name, report, p.members != nil)
@@ -83,7 +86,7 @@ func (r *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 	if interval == 0 {
 		interval = DefaultProbeInterval
 	}
-	if step.kind == maintCompact || step.kind == maintDefragment || step.kind == maintDisarm {
+	if step.acts() {
 		interval = time.Second
 	}
 	return ctrl.Result{RequeueAfter: interval}, nil
@@ -103,9 +106,34 @@ func (r *HealthReconciler) applyHealth(ctx context.Context, c *etcdv1alpha1.Etcd
 	return applyStatus(ctx, r.Client, c, HealthFieldManager, patch)
 }
 
-// maintain carries out one step of upkeep.
+// maintain carries out one step of maintenance and then, for a request,
+// edits its annotations.
 func (r *HealthReconciler) maintain(ctx context.Context, c *etcdv1alpha1.EtcdCluster, endpoints []string, m maintenance) error {
-	if m.kind != maintCompact && m.kind != maintDefragment && m.kind != maintDisarm {
+	if !m.acts() {
+		return nil
+	}
+	if err := r.etcdStep(ctx, c, endpoints, m); err != nil {
+		return err
+	}
+	if m.edit == nil {
+		return nil
+	}
+	patch, err := requestPatch(c, *m.edit)
+	if err != nil {
+		return err
+	}
+	if err := r.Patch(ctx, c, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		return fmt.Errorf("recording that %s is done (annotation %s): %w", m.kind, m.edit.test, err)
+	}
+	return nil
+}
+
+// etcdStep is the etcd side of a step of maintenance.
+func (r *HealthReconciler) etcdStep(ctx context.Context, c *etcdv1alpha1.EtcdCluster, endpoints []string, m maintenance) error {
+	if m.kind == maintRequestDone {
+		if m.edit.test != etcdv1alpha1.AnnotationDefragmented { // forgetting a cancelled request's progress is no news
+			r.event(c, corev1.EventTypeNormal, "RequestDone", "%s", upperFirst(m.reason))
+		}
 		return nil
 	}
 	ec, err := r.NewEtcdClient(ctx, c, endpoints)
@@ -132,6 +160,13 @@ func (r *HealthReconciler) maintain(ctx context.Context, c *etcdv1alpha1.EtcdClu
 		}
 		logger.Info("Defragmented", "took", time.Since(start))
 		r.event(c, corev1.EventTypeNormal, "Defragmented", "Defragmented %s in %s (%s)", m.member, time.Since(start).Round(time.Millisecond), m.reason)
+	case maintMoveLeader:
+		if err := ec.MoveLeader(ctx, m.id); err != nil {
+			r.event(c, corev1.EventTypeWarning, "MoveLeaderFailed", "Moving leadership from %s to %s: %v", m.from, m.member, err)
+			return err
+		}
+		logger.Info("Moved leadership", "from", m.from)
+		r.event(c, corev1.EventTypeNormal, "LeaderMoved", "Moved leadership from %s to %s, as the annotation %s asked", m.from, m.member, etcdv1alpha1.AnnotationMoveLeader)
 	case maintDisarm:
 		if err := ec.DisarmAlarm(ctx, m.alarm); err != nil {
 			return err
@@ -149,10 +184,11 @@ func (r *HealthReconciler) event(c *etcdv1alpha1.EtcdCluster, eventType, reason,
 }
 
 // SetupWithManager registers the reconciler with mgr. Clusters are probed
-// concurrently, so a slow one does not delay the others.
+// concurrently, so a slow one does not delay the others. An annotation
+// change (a request, pausing) is looked at at once.
 func (r *HealthReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&etcdv1alpha1.EtcdCluster{}, ctrlbuilder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&etcdv1alpha1.EtcdCluster{}, ctrlbuilder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&corev1.Pod{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: clusterWorkers}).
 		Named("etcdcluster-health").

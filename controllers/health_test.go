@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"errors"
 	"slices"
 	"strings"
@@ -30,10 +31,17 @@ type healthWorld struct {
 	foreign string
 	options map[string]string
 	off     bool
+	// annotations are the cluster's; learner is a member that is a
+	// learner, unstarted one added but not started; leader, when set,
+	// leads instead of a-0 (ID 1).
+	annotations map[string]string
+	learner     string
+	unstarted   string
+	leader      uint64
 }
 
 func (w healthWorld) cluster() *etcdv1alpha1.EtcdCluster {
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3), Options: w.options}}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", Annotations: w.annotations}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3), Options: w.options}}
 	if w.off {
 		c.Spec.Maintenance = &etcdv1alpha1.MaintenanceSpec{Defragmentation: ptr.To(false)}
 	}
@@ -42,7 +50,8 @@ func (w healthWorld) cluster() *etcdv1alpha1.EtcdCluster {
 }
 
 func (w healthWorld) probe() probe {
-	p := probe{statuses: map[string]etcd.Status{}, errs: map[string]error{}, health: map[uint64]error{}, clusterID: 9, leader: 1, alarms: w.alarms}
+	leader := cmp.Or(w.leader, 1)
+	p := probe{statuses: map[string]etcd.Status{}, errs: map[string]error{}, health: map[uint64]error{}, clusterID: 9, leader: leader, alarms: w.alarms}
 	if w.noEtcd {
 		p.err = errors.New("connection refused")
 		return p
@@ -50,13 +59,17 @@ func (w healthWorld) probe() probe {
 	for i, name := range []string{"a-0", "a-1", "a-2"} {
 		id := uint64(i + 1)
 		ep := "http://" + name + ".a-headless.ns.svc:2379"
-		p.members = append(p.members, etcd.Member{ID: id, Name: name, ClientURLs: []string{ep}})
+		if name == w.unstarted {
+			p.members = append(p.members, etcd.Member{ID: id, PeerURLs: []string{"http://" + name + ".a-headless.ns.svc:2380"}, IsLearner: true})
+			continue
+		}
+		p.members = append(p.members, etcd.Member{ID: id, Name: name, ClientURLs: []string{ep}, IsLearner: name == w.learner})
 		if slices.Contains(w.down, name) {
 			p.errs[ep] = errors.New("context deadline exceeded")
 			p.health[id] = errors.New("status of endpoint " + ep + ": context deadline exceeded")
 			continue
 		}
-		st := etcd.Status{Endpoint: ep, MemberID: id, ClusterID: 9, Leader: 1, Version: "3.6.16", DBSize: w.dbSize, DBSizeInUse: w.inUse}
+		st := etcd.Status{Endpoint: ep, MemberID: id, ClusterID: 9, Leader: leader, IsLearner: name == w.learner, Version: "3.6.16", DBSize: w.dbSize, DBSizeInUse: w.inUse}
 		if w.small[name] {
 			st.DBSize, st.DBSizeInUse = 1<<20, 1<<20
 		}

@@ -116,6 +116,10 @@ const (
 	// ReasonIdle (Maintenance): nothing to compact or defragment. While
 	// the operator does, the reason names the step.
 	ReasonIdle = "Idle"
+	// ReasonRequestHeld (Maintenance): a request of the annotations
+	// AnnotationMoveLeader or AnnotationDefragment cannot be carried out
+	// yet; the message says why and how to cancel it.
+	ReasonRequestHeld = "RequestHeld"
 	// ReasonDisabled (Maintenance, Authentication): the spec turns it off.
 	ReasonDisabled = "Disabled"
 

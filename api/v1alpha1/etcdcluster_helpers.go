@@ -40,6 +40,29 @@ func (c *EtcdCluster) IsPaused() bool {
 	return c.Annotations[AnnotationPaused] == "true"
 }
 
+// AnnotationMoveLeader is the annotation that, set on an EtcdCluster to
+// the name of one of its members, asks the operator to move etcd's
+// leadership to that member. The operator removes it once that member
+// leads. While the member cannot lead (unknown, a learner, not started,
+// unhealthy) the request waits and the Maintenance condition says why.
+const AnnotationMoveLeader = "etcd.aenix.io/move-leader"
+
+// AnnotationDefragment is the annotation that, set on an EtcdCluster to
+// the name of one of its members or to DefragmentAll, asks the operator
+// to defragment that member, or every voting member one at a time
+// (followers first, the leader last). The operator removes it when done.
+const AnnotationDefragment = "etcd.aenix.io/defragment"
+
+// DefragmentAll is the value of AnnotationDefragment that asks for every
+// voting member.
+const DefragmentAll = "all"
+
+// AnnotationDefragmented is the annotation the operator keeps while it
+// carries out AnnotationDefragment=all: the members it has defragmented
+// for that request so far, comma-separated, so that a restarted operator
+// goes on with the others. It is removed with the request.
+const AnnotationDefragmented = "etcd.aenix.io/defragmented"
+
 // AnnotationStartEmpty is the annotation that, set on an EtcdCluster to
 // the cluster ID in its status, lets the operator found a new, empty etcd
 // cluster after every member and its data are gone. Without it the operator refuses: an empty

@@ -19,7 +19,8 @@ func TestRun(t *testing.T) {
 		wantStderr string
 	}{
 		{name: "help", args: []string{"--help"}, wantStdout: "kubectl etcd [command]"},
-		{name: "unknown verb", args: []string{"defrag", "main"}, wantCode: 1, wantStderr: `error: unknown command "defrag" for "kubectl etcd"` + "\n"},
+		{name: "unknown verb", args: []string{"backup", "main"}, wantCode: 1, wantStderr: `error: unknown command "backup" for "kubectl etcd"` + "\n"},
+		{name: "move-leader without --to", args: []string{"move-leader", "main"}, wantCode: 1, wantStderr: "error: kubectl etcd move-leader needs --to MEMBER: the member to lead\n"},
 		{name: "missing name", args: []string{"members"}, wantCode: 1, wantStderr: "error: kubectl etcd members takes the name of one EtcdCluster: kubectl etcd members NAME [flags]\n"},
 		{name: "missing kubeconfig", args: []string{"--kubeconfig", missing, "status", "main"}, wantCode: 1, wantStderr: "error: reading the kubeconfig: "},
 	} {

@@ -95,6 +95,8 @@ and the member Pods.`,
 		newMembersCommand(o),
 		newPauseCommand(o, true),
 		newPauseCommand(o, false),
+		newMoveLeaderCommand(o),
+		newDefragCommand(o),
 		newCredentialsCommand(o),
 	)
 	return cmd

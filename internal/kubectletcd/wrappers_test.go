@@ -8,7 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	clienttesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -135,7 +137,11 @@ type result struct {
 // width columns wide (0: not a terminal).
 func runCommand(t *testing.T, objs []client.Object, funcs *interceptor.Funcs, width int, args ...string) result {
 	t.Helper()
-	b := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...)
+	// A tracker without managed fields: the fake client's field manager
+	// cannot convert the uint64 raft fields of a member status.
+	scheme := Scheme()
+	tracker := clienttesting.NewObjectTracker(scheme, serializer.NewCodecFactory(scheme).UniversalDecoder())
+	b := fake.NewClientBuilder().WithScheme(scheme).WithObjectTracker(tracker).WithObjects(objs...)
 	if funcs != nil {
 		b = b.WithInterceptorFuncs(*funcs)
 	}
