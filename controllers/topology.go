@@ -429,11 +429,16 @@ func topologyStatus(o observed, a action) statusPatch {
 	return statusPatch{conditions: []metav1.Condition{initializedCondition(o), readyCondition(o, a), progressingCondition(o, a)}, fields: fields}
 }
 
-// readyVoters counts the voters that answered a linearizable read.
+// readyVoters counts the ready voters: started voting members that
+// answered the pass's linearizable read and whose Pods are Ready and not
+// being deleted. status.readyReplicas (the READY column) and the Ready
+// condition both count these, so neither says a member is ready while
+// its Pod is 0/1 Ready.
 func readyVoters(o observed) int {
 	ready := 0
 	for _, m := range o.members {
-		if o.healthy[m.ID] && !m.IsLearner {
+		p, hasPod := o.pods[m.Name]
+		if !m.IsLearner && m.Name != "" && o.healthy[m.ID] && hasPod && p.DeletionTimestamp == nil && podReady(p) {
 			ready++
 		}
 	}

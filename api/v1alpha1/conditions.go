@@ -6,8 +6,10 @@ const (
 	// founding member joined and the cluster has an etcd cluster ID.
 	ConditionInitialized = "Initialized"
 
-	// ConditionReady is True when every member is healthy and the cluster
-	// has as many members as spec.replicas.
+	// ConditionReady is True when the cluster has as many members as
+	// spec.replicas, all of them ready voters (status.readyReplicas counts
+	// them: started voters that answer linearizable reads and whose Pods
+	// are Ready).
 	ConditionReady = "Ready"
 
 	// ConditionProgressing is True while the operator changes the cluster;

@@ -535,7 +535,12 @@ type EtcdClusterStatus struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Replicas"
 	Replicas int32 `json:"replicas,omitempty"`
 
-	// readyReplicas is the number of healthy members.
+	// readyReplicas is the number of ready voters: members that have
+	// started, vote, answered the operator's latest linearizable read and
+	// whose Pods are Ready (condition Ready True, not being deleted).
+	// Learners and members whose Pods are not Ready yet are not counted.
+	// The READY column shows it, and the Ready condition's message
+	// ("N of M members are ready voters") counts the same members.
 	//
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ready Replicas"
@@ -683,7 +688,7 @@ const (
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:shortName=etcd,categories=all;etcd
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
-// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`,description="Ready voters: started voting members that answer and whose Pods are Ready"
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
