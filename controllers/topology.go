@@ -398,10 +398,11 @@ func (r *TopologyReconciler) event(c *etcdv1alpha1.EtcdCluster, eventType, reaso
 }
 
 // topologyStatus is the part of the status the topology owns: member
-// counts, the cluster ID and version, and the Initialized, Ready and
-// Progressing conditions, computed from what the pass observed and
-// decided. status.members is the health reconciler's.
-func topologyStatus(o observed, a action) statusPatch {
+// counts, the cluster ID and version, the Initialized, Ready and
+// Progressing conditions, and observedGeneration, computed from what the
+// pass observed and decided and how its step went (actErr).
+// status.members is the health reconciler's.
+func topologyStatus(o observed, a action, actErr error) statusPatch {
 	c := o.cluster
 	ready := readyVoters(o)
 	updated, specHash := 0, builder.PodSpecHash(c)
@@ -426,7 +427,28 @@ func topologyStatus(o observed, a action) statusPatch {
 	if o.version != "" {
 		fields["version"] = o.version
 	}
+	if g := statusGeneration(o, actErr); g != 0 {
+		fields["observedGeneration"] = g
+	}
 	return statusPatch{conditions: []metav1.Condition{initializedCondition(o), readyCondition(o, a), progressingCondition(o, a)}, fields: fields}
+}
+
+// statusGeneration is the status.observedGeneration a pass writes. It is
+// the cluster's generation when the pass saw everything the status is
+// made of for that spec (the API server's objects and etcd's member list)
+// and took its step, or refused it and says why in the status; else the
+// generation the status had: while no member answers, after a step that
+// failed, and while the cluster is paused (its spec is not carried out).
+// The status write that carries it is the pass's last, and the value
+// reaches the API server only if that write succeeds. The old value is
+// written again rather than left out, since server-side apply would
+// remove a field its manager no longer sets.
+func statusGeneration(o observed, actErr error) int64 {
+	c := o.cluster
+	if o.members == nil || actErr != nil || c.IsPaused() {
+		return c.Status.ObservedGeneration
+	}
+	return c.Generation
 }
 
 // readyVoters counts the ready voters: started voting members that

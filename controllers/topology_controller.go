@@ -103,8 +103,9 @@ func (r *TopologyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_
 			r.event(cluster, corev1.EventTypeWarning, step.refusal, "%s", step.reason)
 		}
 	}
-	// The status says what the pass did, or what the API server refused.
-	status := topologyStatus(observed, step)
+	// The status says what the pass did, or what the API server refused;
+	// this last write carries observedGeneration (statusGeneration).
+	status := topologyStatus(observed, step, actErr)
 	status.conditions = append(status.conditions, conditions.ConfigurationWarning(cluster, claimsRefused))
 	if err := applyStatus(ctx, r.Client, cluster, TopologyFieldManager, status); err != nil {
 		return ctrl.Result{}, errors.Join(actErr, err)

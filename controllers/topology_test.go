@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -36,7 +37,7 @@ func TestReadyReplicas(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			o := tt.world.observed()
-			s := topologyStatus(o, action{kind: actNone})
+			s := topologyStatus(o, action{kind: actNone}, nil)
 			if got := s.fields["readyReplicas"]; got != tt.ready {
 				t.Errorf("readyReplicas = %v, want %d", got, tt.ready)
 			}
@@ -46,6 +47,52 @@ func TestReadyReplicas(t *testing.T) {
 			}
 			if says := fmt.Sprintf("%d of 3 members are ready voters", tt.ready); o.members != nil && ready.Message != says {
 				t.Errorf("Ready says %q, want %q", ready.Message, says)
+			}
+		})
+	}
+}
+
+// TestObservedGeneration checks when a pass advances
+// status.observedGeneration to the cluster's generation (5; the status
+// was written at 4): only once it has seen etcd's member list and taken
+// its step, or shown why it refused it. Otherwise the status keeps the
+// generation it had, written again: server-side apply would drop a field
+// its manager leaves out.
+func TestObservedGeneration(t *testing.T) {
+	t.Parallel()
+	three := []string{"a-0", "a-1", "a-2"}
+	formed := world{replicas: 3, voters: three, pods: three, leader: "a-0"}
+	tests := []struct {
+		name    string
+		world   world
+		step    action
+		actErr  error
+		paused  bool
+		written int64 // status.observedGeneration before the pass
+		want    int64 // 0: not written
+	}{
+		{"stable", formed, action{kind: actNone}, nil, false, 4, 5},
+		{"a step taken", formed, action{kind: actAddLearner, member: "a-3"}, nil, false, 4, 5},
+		{"a step refused, the refusal shown", formed, action{kind: actRefuse, refusal: etcdv1alpha1.ReasonMemberPodRefused, reason: "quota"}, nil, false, 4, 5},
+		{"a step that failed", formed, action{kind: actPromote, member: "a-2"}, errors.New("etcdserver: request timed out"), false, 4, 4},
+		{"no member answers", world{replicas: 3, noEtcd: true, pods: three}, action{kind: actWait}, nil, false, 4, 4},
+		{"forming, never written", world{replicas: 3, noEtcd: true}, action{kind: actCreateSeed, member: "a-0"}, nil, false, 0, 0},
+		{"paused: the spec is not carried out", formed, action{kind: actNone}, nil, true, 4, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			o := tt.world.observed()
+			o.cluster.Generation, o.cluster.Status.ObservedGeneration = 5, tt.written
+			if tt.paused {
+				o.cluster.Annotations = map[string]string{etcdv1alpha1.AnnotationPaused: "true"}
+			}
+			got, ok := topologyStatus(o, tt.step, tt.actErr).fields["observedGeneration"]
+			switch {
+			case tt.want == 0 && ok:
+				t.Errorf("observedGeneration = %v, want it not written", got)
+			case tt.want != 0 && got != tt.want:
+				t.Errorf("observedGeneration = %v, want %d", got, tt.want)
 			}
 		})
 	}

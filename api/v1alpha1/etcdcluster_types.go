@@ -516,7 +516,14 @@ type IssuerReference struct {
 
 // EtcdClusterStatus is the observed state of an etcd cluster.
 type EtcdClusterStatus struct {
-	// observedGeneration is the generation of the spec the status reflects.
+	// observedGeneration is the generation of the spec the status
+	// reflects. The operator writes it last in a pass that read the
+	// cluster's objects and etcd's member list and took its step towards
+	// that spec, or refused it and says why in the conditions. It keeps
+	// its value while no member answers (so it is absent until the cluster
+	// forms), after a step that failed, and while the cluster is paused.
+	// When it equals metadata.generation, the Ready and Progressing
+	// conditions speak of the current spec.
 	//
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
