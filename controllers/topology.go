@@ -156,7 +156,7 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 			// Only a member that never ran gets a new claim: one that ran
 			// must find its data, or be replaced.
 			if ok, err := r.createClaim(ctx, c, claim); err != nil || !ok {
-				return waitRequeue, refused("claim", claim.Name, err)
+				return waitRequeue, refused("PersistentVolumeClaim", claim.Name, err)
 			}
 		}
 		pod := builder.MemberPod(c, builder.Member{Name: a.member, ClusterState: state, InitialCluster: a.initialCluster, TrustBundleHash: o.trustHash})
@@ -279,9 +279,10 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 // operator watches.
 const refusedRequeue = 10 * time.Second
 
-// refusalError is the API server's refusal of an object a step creates
-// (admission, quota, validation): it is shown in the cluster's conditions
-// and events, not only in the operator's log.
+// refusalError is the API server's refusal of an object the operator
+// creates or updates for a cluster (admission, quota, validation): it is
+// shown in the cluster's conditions and a Warning event, not only in the
+// operator's log, and cleared by the next pass the API server accepts.
 type refusalError struct {
 	kind, name string
 	err        error
@@ -293,24 +294,67 @@ func (e *refusalError) Error() string {
 
 func (e *refusalError) Unwrap() error { return e.err }
 
+// reason is the condition reason of the refusal: MemberPodRefused for a
+// member's Pod or claim, ObjectRefused for the other objects.
+func (e *refusalError) reason() string {
+	if e.kind == "Pod" || e.kind == "PersistentVolumeClaim" {
+		return etcdv1alpha1.ReasonMemberPodRefused
+	}
+	return etcdv1alpha1.ReasonObjectRefused
+}
+
 // refused wraps err as a refusalError when the API server refused the
-// object (forbidden or invalid), else as a plain error; nil stays nil.
+// object (forbidden, invalid or a bad request), else as a plain error
+// naming the object; nil stays nil.
 func refused(kind, name string, err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
+	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 		return &refusalError{kind: kind, name: name, err: err}
 	}
-	return fmt.Errorf("creating %s %s: %w", kind, name, err)
+	return fmt.Errorf("%s %s: %w", kind, name, err)
 }
 
 // refusalStep turns a refused step into a refusal the status shows: what
 // was refused, why, and that the operator retries once the cause is gone.
 func refusalStep(a action, e *refusalError) action {
-	return action{kind: actRefuse, member: a.member, refusal: etcdv1alpha1.ReasonMemberPodRefused, reason: fmt.Sprintf(
-		"%s (step %s). The operator retries every %s: fix the cause (create what the message names, raise the quota, or change spec.podTemplate or spec.storage)",
-		e.Error(), a.kind, refusedRequeue)}
+	step := ""
+	if a.kind != "" {
+		step = fmt.Sprintf(" (step %s)", a.kind)
+	}
+	return action{kind: actRefuse, member: a.member, refusal: e.reason(), reason: fmt.Sprintf(
+		"%s%s. The operator retries every %s: fix the cause (create what the message names, raise the quota, or change %s)",
+		e.Error(), step, refusedRequeue, specOf(e.kind))}
+}
+
+// specOf names the part of an EtcdCluster's spec an object of kind is
+// built from.
+func specOf(kind string) string {
+	switch kind {
+	case "Service":
+		return "spec.serviceTemplate or spec.headlessServiceTemplate"
+	case "PodDisruptionBudget":
+		return "spec.podDisruptionBudgetTemplate"
+	case "Issuer", "Certificate", "Secret":
+		return "spec.security.tls"
+	}
+	return "spec.podTemplate or spec.storage"
+}
+
+// refusalOf is the step the status shows when err is the API server's
+// refusal of an object, or an object of the cluster's names that belongs
+// to someone else; false for other errors.
+func refusalOf(a action, err error) (action, bool) {
+	var refusal *refusalError
+	var foreignObj *foreignObjectError
+	switch {
+	case errors.As(err, &refusal):
+		return refusalStep(a, refusal), true
+	case errors.As(err, &foreignObj):
+		return foreignStep(foreignObj), true
+	}
+	return action{}, false
 }
 
 // foreignStep is the refusal the status shows while an object of the

@@ -3,8 +3,11 @@ package controllers
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -93,6 +96,48 @@ func TestObservedGeneration(t *testing.T) {
 				t.Errorf("observedGeneration = %v, want it not written", got)
 			case tt.want != 0 && got != tt.want:
 				t.Errorf("observedGeneration = %v, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestRefusalOf checks which errors of a step become a refusal the status
+// shows, with which reason, and that the message names the object and
+// keeps the API server's words.
+func TestRefusalOf(t *testing.T) {
+	t.Parallel()
+	createPod := action{kind: actCreateSeed, member: "a-0"}
+	noClass := apierrors.NewForbidden(corev1.Resource("pods"), "a-0", errors.New("no PriorityClass with name low was found"))
+	tests := []struct {
+		name   string
+		err    error
+		reason string // "": not a refusal
+		says   []string
+	}{
+		{"a Pod refused", refused("Pod", "a-0", noClass), etcdv1alpha1.ReasonMemberPodRefused,
+			[]string{"the API server refused Pod a-0", "no PriorityClass with name low was found", "(step CreateSeed)", "spec.podTemplate"}},
+		{"a claim refused", refused("PersistentVolumeClaim", "data-a-0", apierrors.NewForbidden(corev1.Resource("persistentvolumeclaims"), "data-a-0", errors.New("exceeded quota"))),
+			etcdv1alpha1.ReasonMemberPodRefused, []string{"the API server refused PersistentVolumeClaim data-a-0", "exceeded quota"}},
+		{"a Service invalid", fmt.Errorf("applying: %w", refused("Service", "a", apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Service").GroupKind(), "a", nil))),
+			etcdv1alpha1.ReasonObjectRefused, []string{"the API server refused Service a", "spec.serviceTemplate"}},
+		{"an Issuer refused", refused("Issuer", "a-ca", apierrors.NewBadRequest("denied by a webhook")), etcdv1alpha1.ReasonObjectRefused,
+			[]string{"the API server refused Issuer a-ca", "denied by a webhook", "spec.security.tls"}},
+		{"someone else's Service", &foreignObjectError{kind: "Service", name: "a", owner: "EtcdCluster a"}, etcdv1alpha1.ReasonForeignObject,
+			[]string{"Service a exists and does not belong to EtcdCluster a"}},
+		{"a timeout is no refusal", refused("Pod", "a-0", apierrors.NewTimeoutError("slow", 1)), "", nil},
+		{"nothing", refused("Pod", "a-0", nil), "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := refusalOf(createPod, tt.err)
+			if ok != (tt.reason != "") || got.refusal != tt.reason {
+				t.Fatalf("refusalOf(%v) = %q, %v; want reason %q", tt.err, got.refusal, ok, tt.reason)
+			}
+			for _, w := range tt.says {
+				if !strings.Contains(got.reason, w) {
+					t.Errorf("%q does not say %q", got.reason, w)
+				}
 			}
 		})
 	}

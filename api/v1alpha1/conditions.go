@@ -82,6 +82,14 @@ const (
 	// member's Pod or claim (admission, quota, a missing PriorityClass);
 	// the operator retries until the cause is gone.
 	ReasonMemberPodRefused = "MemberPodRefused"
+	// ReasonObjectRefused (Ready, Progressing; CertificatesReady): the API
+	// server refused an object the operator creates or updates for the
+	// cluster other than a member's Pod or claim (a Service, the
+	// PodDisruptionBudget; a cert-manager Issuer or Certificate, a Secret
+	// of the PKI): admission, quota, validation. The message names the
+	// object and gives the API server's; the operator retries until the
+	// cause is gone.
+	ReasonObjectRefused = "ObjectRefused"
 	// ReasonForeignObject (Ready, Progressing; CertificatesReady): an object
 	// the operator would create for the cluster exists and belongs to
 	// someone else; the operator never takes it over.
