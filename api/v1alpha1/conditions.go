@@ -29,9 +29,13 @@ const (
 	ConditionAlarm = "Alarm"
 
 	// ConditionAuthentication is True while etcd authentication is on, as
-	// spec.security.enableAuth asks, and False while it is off as asked, or
+	// spec.security.enableAuth asks, and False while it is off as asked
+	// (from the start: a cluster that has not formed has it off), or
 	// (reason TenantsExist) while the operator keeps it on against the
-	// spec because EtcdTenants name the cluster.
+	// spec because EtcdTenants name the cluster. It is Unknown while the
+	// spec asks for it and the cluster has not formed (NotFormed), or no
+	// member answers (Unreachable). Clusters with TLS have it once their
+	// certificates are ready.
 	ConditionAuthentication = "Authentication"
 
 	// ConditionMaintenance is True while the operator compacts and
@@ -131,7 +135,8 @@ const (
 
 	// ReasonEnabled (Authentication): etcd authentication is on.
 	ReasonEnabled = "Enabled"
-	// ReasonNotFormed (Authentication): the cluster has not formed yet.
+	// ReasonNotFormed (Authentication): the spec asks for authentication
+	// and the cluster has not formed yet; it is turned on once it has.
 	ReasonNotFormed = "NotFormed"
 	// ReasonTenantsExist (Authentication): spec.security.enableAuth is
 	// false but etcd authentication stays on, because EtcdTenants name the
