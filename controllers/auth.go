@@ -37,7 +37,7 @@ func (r *PKIReconciler) authentication(ctx context.Context, c *etcdv1alpha1.Etcd
 		return authUnknown(c, reason, msg), authRecheck, nil
 	}
 	if c.Status.ClusterID == "" {
-		return unknown(etcdv1alpha1.ReasonNotFormed, "The cluster has not formed yet")
+		return authBeforeFormation(c), authRecheck, nil
 	}
 	tenants, err := tenantNames(ctx, r.Client, c)
 	if err != nil {
@@ -137,6 +137,18 @@ func namedTenants(tenants []string) string {
 		return "EtcdTenant " + tenants[0]
 	}
 	return "EtcdTenants " + strings.Join(tenants, ", ")
+}
+
+// authBeforeFormation is the Authentication condition of c before the
+// cluster has formed, when there is no etcd to ask: off (Disabled) when
+// the spec does not ask for it, since a cluster the operator founds
+// starts without authentication and nothing turns it on; Unknown
+// (NotFormed) when it asks, saying when it goes on.
+func authBeforeFormation(c *etcdv1alpha1.EtcdCluster) metav1.Condition {
+	if !c.Spec.Security.AuthEnabled() {
+		return authCondition(c, false, nil)
+	}
+	return authUnknown(c, etcdv1alpha1.ReasonNotFormed, "The cluster has not formed yet: etcd authentication is turned on once the cluster has formed")
 }
 
 // authUnknown is the Authentication condition of c while the operator

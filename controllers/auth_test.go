@@ -203,3 +203,47 @@ func TestAuthenticationWithTenants(t *testing.T) {
 		})
 	}
 }
+
+// TestAuthenticationBeforeTheClusterForms checks the Authentication
+// condition of a cluster that has not formed: one whose spec does not ask
+// for authentication says it is off (a cluster the operator founds starts
+// without it, and nothing turns it on), not Unknown; one that asks says
+// it is turned on once the cluster forms. Neither asks etcd.
+func TestAuthenticationBeforeTheClusterForms(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		security *etcdv1alpha1.SecuritySpec
+		status   metav1.ConditionStatus
+		reason   string
+		says     string
+	}{
+		{"no security", nil, metav1.ConditionFalse, etcdv1alpha1.ReasonDisabled, "etcd authentication is off"},
+		{"enableAuth false", &etcdv1alpha1.SecuritySpec{}, metav1.ConditionFalse, etcdv1alpha1.ReasonDisabled, "etcd authentication is off"},
+		{"enableAuth true", &etcdv1alpha1.SecuritySpec{EnableAuth: true}, metav1.ConditionUnknown, etcdv1alpha1.ReasonNotFormed, "turned on once the cluster has formed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := authSpec(false)
+			c.Spec.Security, c.Status.ClusterID = tt.security, ""
+			r := &PKIReconciler{
+				Client: fakeclient.NewClientBuilder().WithScheme(support.Scheme()).WithObjects(c).Build(),
+				NewEtcdClient: func(context.Context, *etcdv1alpha1.EtcdCluster, []string) (etcd.Client, error) {
+					t.Error("etcd was asked before the cluster formed")
+					return unclosable{fake.New()}, nil
+				},
+			}
+			cond, recheck, err := r.authentication(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cond.Status != tt.status || cond.Reason != tt.reason || !strings.Contains(cond.Message, tt.says) {
+				t.Errorf("Authentication = %s %s %q, want %s %s saying %q", cond.Status, cond.Reason, cond.Message, tt.status, tt.reason, tt.says)
+			}
+			if recheck != authRecheck {
+				t.Errorf("looks again after %s, want %s: the cluster may form", recheck, authRecheck)
+			}
+		})
+	}
+}

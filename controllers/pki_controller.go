@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"time"
 
@@ -79,15 +78,17 @@ func (r *PKIReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 			return ctrl.Result{}, err
 		}
 		p := pki.PlanCertificates(o)
-		var foreignObj *foreignObjectError
-		if err := r.act(ctx, c, p); errors.As(err, &foreignObj) {
-			// An Issuer or Certificate of the cluster's names is someone
-			// else's: never taken over, said in CertificatesReady.
-			p.CertificatesReady.Status, p.CertificatesReady.Reason, p.CertificatesReady.Message = metav1.ConditionFalse, etcdv1alpha1.ReasonForeignObject, foreignObj.Error()
+		if err := r.act(ctx, c, p); err != nil {
+			// The API server refused an Issuer, Certificate or Secret, or
+			// one of the cluster's names is someone else's (never taken
+			// over): said in CertificatesReady and an event.
+			refusal, ok := refusalOf(action{}, err)
+			if !ok {
+				return ctrl.Result{}, err
+			}
+			p.CertificatesReady = refusedCondition(p.CertificatesReady, refusal)
 			p.Recheck = refusedRequeue
-			r.event(c, corev1.EventTypeWarning, etcdv1alpha1.ReasonForeignObject, "%v", foreignObj)
-		} else if err != nil {
-			return ctrl.Result{}, err
+			r.event(c, corev1.EventTypeWarning, refusal.refusal, "%s", refusal.reason)
 		}
 		conds = append(conds, p.CertificatesReady, p.CATrusted)
 		wait, certsReady = p.Recheck, p.CertificatesReady.Status == metav1.ConditionTrue
@@ -108,6 +109,13 @@ func (r *PKIReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: wait}, nil
+}
+
+// refusedCondition is cond turned False by a refusal: its reason and
+// message are the refusal's.
+func refusedCondition(cond metav1.Condition, refusal action) metav1.Condition {
+	cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, refusal.refusal, refusal.reason
+	return cond
 }
 
 // observe reads what pki.PlanCertificates decides from: every Secret of

@@ -8,19 +8,28 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"strings"
 	"testing"
 	"time"
 
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 	"github.com/etcd-operator/etcd-operator/internal/builder"
+	"github.com/etcd-operator/etcd-operator/test/support"
 )
 
 // testPair is a self-signed certificate and its key, in PEM.
@@ -218,4 +227,74 @@ func TestSharedClientCAIsRefused(t *testing.T) {
 		}
 	}
 	awaitCondition(ctx, t, second, etcdv1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, etcdv1alpha1.ReasonCertificatesReady)
+}
+
+// TestRefusedIssuerIsShown has the API server refuse the cluster's
+// cert-manager Issuers (as a webhook or a quota would): CertificatesReady
+// is False with reason ObjectRefused and the API server's message, a
+// Warning event says the same, and the operator looks again soon; once
+// the API server accepts them, the refusal clears.
+func TestRefusedIssuerIsShown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cluster := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "managed", UID: "managed-uid", Generation: 1},
+		Spec:       etcdv1alpha1.EtcdClusterSpec{Security: &etcdv1alpha1.SecuritySpec{TLS: &etcdv1alpha1.TLSSpec{CertManager: &etcdv1alpha1.CertManagerSpec{}}}},
+	}
+	refusing := true
+	refuseIssuers := func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+		if u, ok := obj.(interface {
+			GetKind() string
+			GetName() string
+		}); ok && refusing && u.GetKind() == "Issuer" {
+			return apierrors.NewForbidden(cmapi.Resource("issuers"), u.GetName(), errors.New("admission webhook \"policy.example.com\" denied the request: no self-signed issuers"))
+		}
+		return c.Apply(ctx, obj, opts...)
+	}
+	cl := fakeclient.NewClientBuilder().WithScheme(support.Scheme()).WithObjects(cluster).WithStatusSubresource(cluster).
+		WithInterceptorFuncs(interceptor.Funcs{Apply: refuseIssuers}).Build()
+	recorder := &events.FakeRecorder{Events: make(chan string, 10)}
+	r := &PKIReconciler{Client: cl, Recorder: recorder, CertManager: true}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(cluster)}
+
+	res, err := r.Reconcile(ctx, req)
+	if err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if res.RequeueAfter != refusedRequeue {
+		t.Errorf("looks again after %s, want %s", res.RequeueAfter, refusedRequeue)
+	}
+	cond := certificatesReady(ctx, t, cl, cluster)
+	if cond.Status != metav1.ConditionFalse || cond.Reason != etcdv1alpha1.ReasonObjectRefused || !strings.Contains(cond.Message, "the API server refused Issuer") || !strings.Contains(cond.Message, "no self-signed issuers") {
+		t.Errorf("CertificatesReady = %s %s %q, want False %s with the API server's message", cond.Status, cond.Reason, cond.Message, etcdv1alpha1.ReasonObjectRefused)
+	}
+	select {
+	case e := <-recorder.Events:
+		if !strings.HasPrefix(e, "Warning "+etcdv1alpha1.ReasonObjectRefused) || !strings.Contains(e, "no self-signed issuers") {
+			t.Errorf("event %q, want a Warning %s with the API server's message", e, etcdv1alpha1.ReasonObjectRefused)
+		}
+	default:
+		t.Errorf("no event")
+	}
+
+	refusing = false
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if cond := certificatesReady(ctx, t, cl, cluster); cond.Reason == etcdv1alpha1.ReasonObjectRefused {
+		t.Errorf("CertificatesReady still %s %q once the Issuers are accepted", cond.Reason, cond.Message)
+	}
+}
+
+func certificatesReady(ctx context.Context, t *testing.T, cl client.Client, cluster *etcdv1alpha1.EtcdCluster) metav1.Condition {
+	t.Helper()
+	got := &etcdv1alpha1.EtcdCluster{}
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(cluster), got); err != nil {
+		t.Fatal(err)
+	}
+	cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionCertificatesReady)
+	if cond == nil {
+		t.Fatalf("no CertificatesReady in %v", got.Status.Conditions)
+	}
+	return *cond
 }

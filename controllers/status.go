@@ -79,7 +79,8 @@ func foreign(kind string, want, existing client.Object) error {
 
 // applyObject server-side applies the metadata and spec of obj as
 // fieldManager, unless an object of its name exists that its controller
-// does not control (foreignObjectError).
+// does not control (foreignObjectError). The API server's refusal of the
+// object is a refusalError, for the cluster's conditions and events.
 func applyObject(ctx context.Context, c client.Client, obj client.Object, fieldManager string) error {
 	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
 	if err != nil {
@@ -107,8 +108,5 @@ func applyObject(ctx context.Context, c client.Client, obj client.Object, fieldM
 	}
 	uo := &unstructured.Unstructured{Object: u}
 	uo.SetGroupVersionKind(gvk)
-	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(uo), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), err)
-	}
-	return nil
+	return refused(gvk.Kind, obj.GetName(), c.Apply(ctx, client.ApplyConfigurationFromUnstructured(uo), client.FieldOwner(fieldManager), client.ForceOwnership))
 }

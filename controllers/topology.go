@@ -156,7 +156,7 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 			// Only a member that never ran gets a new claim: one that ran
 			// must find its data, or be replaced.
 			if ok, err := r.createClaim(ctx, c, claim); err != nil || !ok {
-				return waitRequeue, refused("claim", claim.Name, err)
+				return waitRequeue, refused("PersistentVolumeClaim", claim.Name, err)
 			}
 		}
 		pod := builder.MemberPod(c, builder.Member{Name: a.member, ClusterState: state, InitialCluster: a.initialCluster, TrustBundleHash: o.trustHash})
@@ -279,9 +279,10 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 // operator watches.
 const refusedRequeue = 10 * time.Second
 
-// refusalError is the API server's refusal of an object a step creates
-// (admission, quota, validation): it is shown in the cluster's conditions
-// and events, not only in the operator's log.
+// refusalError is the API server's refusal of an object the operator
+// creates or updates for a cluster (admission, quota, validation): it is
+// shown in the cluster's conditions and a Warning event, not only in the
+// operator's log, and cleared by the next pass the API server accepts.
 type refusalError struct {
 	kind, name string
 	err        error
@@ -293,24 +294,67 @@ func (e *refusalError) Error() string {
 
 func (e *refusalError) Unwrap() error { return e.err }
 
+// reason is the condition reason of the refusal: MemberPodRefused for a
+// member's Pod or claim, ObjectRefused for the other objects.
+func (e *refusalError) reason() string {
+	if e.kind == "Pod" || e.kind == "PersistentVolumeClaim" {
+		return etcdv1alpha1.ReasonMemberPodRefused
+	}
+	return etcdv1alpha1.ReasonObjectRefused
+}
+
 // refused wraps err as a refusalError when the API server refused the
-// object (forbidden or invalid), else as a plain error; nil stays nil.
+// object (forbidden, invalid or a bad request), else as a plain error
+// naming the object; nil stays nil.
 func refused(kind, name string, err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
+	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 		return &refusalError{kind: kind, name: name, err: err}
 	}
-	return fmt.Errorf("creating %s %s: %w", kind, name, err)
+	return fmt.Errorf("%s %s: %w", kind, name, err)
 }
 
 // refusalStep turns a refused step into a refusal the status shows: what
 // was refused, why, and that the operator retries once the cause is gone.
 func refusalStep(a action, e *refusalError) action {
-	return action{kind: actRefuse, member: a.member, refusal: etcdv1alpha1.ReasonMemberPodRefused, reason: fmt.Sprintf(
-		"%s (step %s). The operator retries every %s: fix the cause (create what the message names, raise the quota, or change spec.podTemplate or spec.storage)",
-		e.Error(), a.kind, refusedRequeue)}
+	step := ""
+	if a.kind != "" {
+		step = fmt.Sprintf(" (step %s)", a.kind)
+	}
+	return action{kind: actRefuse, member: a.member, refusal: e.reason(), reason: fmt.Sprintf(
+		"%s%s. The operator retries every %s: fix the cause (create what the message names, raise the quota, or change %s)",
+		e.Error(), step, refusedRequeue, specOf(e.kind))}
+}
+
+// specOf names the part of an EtcdCluster's spec an object of kind is
+// built from.
+func specOf(kind string) string {
+	switch kind {
+	case "Service":
+		return "spec.serviceTemplate or spec.headlessServiceTemplate"
+	case "PodDisruptionBudget":
+		return "spec.podDisruptionBudgetTemplate"
+	case "Issuer", "Certificate", "Secret":
+		return "spec.security.tls"
+	}
+	return "spec.podTemplate or spec.storage"
+}
+
+// refusalOf is the step the status shows when err is the API server's
+// refusal of an object, or an object of the cluster's names that belongs
+// to someone else; false for other errors.
+func refusalOf(a action, err error) (action, bool) {
+	var refusal *refusalError
+	var foreignObj *foreignObjectError
+	switch {
+	case errors.As(err, &refusal):
+		return refusalStep(a, refusal), true
+	case errors.As(err, &foreignObj):
+		return foreignStep(foreignObj), true
+	}
+	return action{}, false
 }
 
 // foreignStep is the refusal the status shows while an object of the
@@ -398,10 +442,11 @@ func (r *TopologyReconciler) event(c *etcdv1alpha1.EtcdCluster, eventType, reaso
 }
 
 // topologyStatus is the part of the status the topology owns: member
-// counts, the cluster ID and version, and the Initialized, Ready and
-// Progressing conditions, computed from what the pass observed and
-// decided. status.members is the health reconciler's.
-func topologyStatus(o observed, a action) statusPatch {
+// counts, the cluster ID and version, the Initialized, Ready and
+// Progressing conditions, and observedGeneration, computed from what the
+// pass observed and decided and how its step went (actErr).
+// status.members is the health reconciler's.
+func topologyStatus(o observed, a action, actErr error) statusPatch {
 	c := o.cluster
 	ready := readyVoters(o)
 	updated, specHash := 0, builder.PodSpecHash(c)
@@ -426,14 +471,40 @@ func topologyStatus(o observed, a action) statusPatch {
 	if o.version != "" {
 		fields["version"] = o.version
 	}
+	if g := statusGeneration(o, actErr); g != 0 {
+		fields["observedGeneration"] = g
+	}
 	return statusPatch{conditions: []metav1.Condition{initializedCondition(o), readyCondition(o, a), progressingCondition(o, a)}, fields: fields}
 }
 
-// readyVoters counts the voters that answered a linearizable read.
+// statusGeneration is the status.observedGeneration a pass writes. It is
+// the cluster's generation when the pass saw everything the status is
+// made of for that spec (the API server's objects and etcd's member list)
+// and took its step, or refused it and says why in the status; else the
+// generation the status had: while no member answers, after a step that
+// failed, and while the cluster is paused (its spec is not carried out).
+// The status write that carries it is the pass's last, and the value
+// reaches the API server only if that write succeeds. The old value is
+// written again rather than left out, since server-side apply would
+// remove a field its manager no longer sets.
+func statusGeneration(o observed, actErr error) int64 {
+	c := o.cluster
+	if o.members == nil || actErr != nil || c.IsPaused() {
+		return c.Status.ObservedGeneration
+	}
+	return c.Generation
+}
+
+// readyVoters counts the ready voters: started voting members that
+// answered the pass's linearizable read and whose Pods are Ready and not
+// being deleted. status.readyReplicas (the READY column) and the Ready
+// condition both count these, so neither says a member is ready while
+// its Pod is 0/1 Ready.
 func readyVoters(o observed) int {
 	ready := 0
 	for _, m := range o.members {
-		if o.healthy[m.ID] && !m.IsLearner {
+		p, hasPod := o.pods[m.Name]
+		if !m.IsLearner && m.Name != "" && o.healthy[m.ID] && hasPod && p.DeletionTimestamp == nil && podReady(p) {
 			ready++
 		}
 	}

@@ -67,15 +67,18 @@ func (r *TopologyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_
 		r.event(cluster, corev1.EventTypeWarning, w.Reason, "%s", w.Message)
 	}
 	// claimsRefused is why the claims cannot grow, for ConfigurationWarning;
-	// childRefused is a Service or PodDisruptionBudget of the cluster's
-	// name that belongs to someone else.
+	// childRefused is the refusal of a Service or the PodDisruptionBudget
+	// (by the API server, or because one of the cluster's names belongs to
+	// someone else): the pass then takes no step.
 	var claimsRefused string
-	var childRefused *foreignObjectError
+	var childRefused *action
 	if !cluster.IsPaused() {
-		if err := r.reconcileChildren(ctx, cluster); errors.As(err, &childRefused) {
-			r.event(cluster, corev1.EventTypeWarning, etcdv1alpha1.ReasonForeignObject, "%v", err)
-		} else if err != nil {
-			return ctrl.Result{}, err
+		if err := r.reconcileChildren(ctx, cluster); err != nil {
+			refusal, ok := refusalOf(action{}, err)
+			if !ok {
+				return ctrl.Result{}, err
+			}
+			childRefused = &refusal
 		}
 		if claimsRefused, err = r.growClaims(ctx, cluster); err != nil {
 			return ctrl.Result{}, err
@@ -90,21 +93,18 @@ func (r *TopologyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_
 	var actErr error
 	switch {
 	case childRefused != nil:
-		step, wait = foreignStep(childRefused), refusedRequeue
+		step, wait = *childRefused, refusedRequeue
+		r.event(cluster, corev1.EventTypeWarning, step.refusal, "%s", step.reason)
 	case !cluster.IsPaused():
 		wait, actErr = r.act(ctx, cluster, observed, step)
-		refusal, foreignObj := (*refusalError)(nil), (*foreignObjectError)(nil)
-		switch {
-		case errors.As(actErr, &refusal):
-			step, wait, actErr = refusalStep(step, refusal), refusedRequeue, nil
-			r.event(cluster, corev1.EventTypeWarning, step.refusal, "%s", step.reason)
-		case errors.As(actErr, &foreignObj):
-			step, wait, actErr = foreignStep(foreignObj), refusedRequeue, nil
+		if refusal, ok := refusalOf(step, actErr); ok {
+			step, wait, actErr = refusal, refusedRequeue, nil
 			r.event(cluster, corev1.EventTypeWarning, step.refusal, "%s", step.reason)
 		}
 	}
-	// The status says what the pass did, or what the API server refused.
-	status := topologyStatus(observed, step)
+	// The status says what the pass did, or what the API server refused;
+	// this last write carries observedGeneration (statusGeneration).
+	status := topologyStatus(observed, step, actErr)
 	status.conditions = append(status.conditions, conditions.ConfigurationWarning(cluster, claimsRefused))
 	if err := applyStatus(ctx, r.Client, cluster, TopologyFieldManager, status); err != nil {
 		return ctrl.Result{}, errors.Join(actErr, err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -209,4 +210,76 @@ func TestResumeStartsThePlan(t *testing.T) {
 		t.Fatalf("resuming changed the generation %d -> %d; this test needs it unchanged", generation, cluster.Generation)
 	}
 	eventually(t, 20*time.Second, "the seed's Pod once resumed", func() error { return k8sClient.Get(ctx, seed, &corev1.Pod{}) })
+}
+
+// TestRefusedServiceIsShown makes the API server refuse the cluster's
+// Services (a ResourceQuota allows none): Ready and Progressing are False
+// with reason ObjectRefused and the API server's message, and a Warning
+// event says the same; once the quota is gone the operator creates the
+// Services and the refusal clears. The operator once only logged it.
+func TestRefusedServiceIsShown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-services"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("0")}}}
+	if err := k8sClient.Create(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	// envtest runs no quota controller: the status it would write.
+	quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{corev1.ResourceServices: resource.MustParse("0")}}
+	if err := k8sClient.Status().Update(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	cluster := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "refused"}}
+	if err := k8sClient.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	const says = "the API server refused Service refused-headless"
+	for _, condType := range []string{etcdv1alpha1.ConditionReady, etcdv1alpha1.ConditionProgressing} {
+		awaitCondition(ctx, t, cluster, condType, metav1.ConditionFalse, etcdv1alpha1.ReasonObjectRefused)
+		msg := meta.FindStatusCondition(cluster.Status.Conditions, condType).Message
+		if !strings.Contains(msg, says) || !strings.Contains(msg, "exceeded quota: no-services") {
+			t.Errorf("%s says %q, want %q and the API server's message", condType, msg, says)
+		}
+	}
+	eventually(t, 20*time.Second, "a Warning event "+etcdv1alpha1.ReasonObjectRefused, func() error {
+		return warned(ctx, cluster, etcdv1alpha1.ReasonObjectRefused, "exceeded quota: no-services")
+	})
+
+	if err := k8sClient.Delete(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the refusal to clear", func() error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
+			return err
+		}
+		for _, condType := range []string{etcdv1alpha1.ConditionReady, etcdv1alpha1.ConditionProgressing} {
+			if c := meta.FindStatusCondition(cluster.Status.Conditions, condType); c == nil || c.Reason == etcdv1alpha1.ReasonObjectRefused {
+				return fmt.Errorf("%s is %v", condType, c)
+			}
+		}
+		return nil
+	})
+	svc := &corev1.Service{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "refused-headless"}, svc); err != nil {
+		t.Errorf("the headless Service once the quota is gone: %v", err)
+	}
+}
+
+// warned tells whether a Warning event with reason about cluster says
+// what.
+func warned(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, reason, says string) error {
+	events := &eventsv1.EventList{}
+	if err := k8sClient.List(ctx, events, client.InNamespace(cluster.Namespace)); err != nil {
+		return err
+	}
+	var seen []string
+	for _, e := range events.Items {
+		if e.Regarding.Name == cluster.Name && e.Type == corev1.EventTypeWarning && e.Reason == reason && strings.Contains(e.Note, says) {
+			return nil
+		}
+		seen = append(seen, e.Type+" "+e.Reason+": "+e.Note)
+	}
+	return fmt.Errorf("events %q", seen)
 }

@@ -6,8 +6,10 @@ const (
 	// founding member joined and the cluster has an etcd cluster ID.
 	ConditionInitialized = "Initialized"
 
-	// ConditionReady is True when every member is healthy and the cluster
-	// has as many members as spec.replicas.
+	// ConditionReady is True when the cluster has as many members as
+	// spec.replicas, all of them ready voters (status.readyReplicas counts
+	// them: started voters that answer linearizable reads and whose Pods
+	// are Ready).
 	ConditionReady = "Ready"
 
 	// ConditionProgressing is True while the operator changes the cluster;
@@ -27,9 +29,13 @@ const (
 	ConditionAlarm = "Alarm"
 
 	// ConditionAuthentication is True while etcd authentication is on, as
-	// spec.security.enableAuth asks, and False while it is off as asked, or
+	// spec.security.enableAuth asks, and False while it is off as asked
+	// (from the start: a cluster that has not formed has it off), or
 	// (reason TenantsExist) while the operator keeps it on against the
-	// spec because EtcdTenants name the cluster.
+	// spec because EtcdTenants name the cluster. It is Unknown while the
+	// spec asks for it and the cluster has not formed (NotFormed), or no
+	// member answers (Unreachable). Clusters with TLS have it once their
+	// certificates are ready.
 	ConditionAuthentication = "Authentication"
 
 	// ConditionMaintenance is True while the operator compacts and
@@ -80,6 +86,14 @@ const (
 	// member's Pod or claim (admission, quota, a missing PriorityClass);
 	// the operator retries until the cause is gone.
 	ReasonMemberPodRefused = "MemberPodRefused"
+	// ReasonObjectRefused (Ready, Progressing; CertificatesReady): the API
+	// server refused an object the operator creates or updates for the
+	// cluster other than a member's Pod or claim (a Service, the
+	// PodDisruptionBudget; a cert-manager Issuer or Certificate, a Secret
+	// of the PKI): admission, quota, validation. The message names the
+	// object and gives the API server's; the operator retries until the
+	// cause is gone.
+	ReasonObjectRefused = "ObjectRefused"
 	// ReasonForeignObject (Ready, Progressing; CertificatesReady): an object
 	// the operator would create for the cluster exists and belongs to
 	// someone else; the operator never takes it over.
@@ -125,7 +139,8 @@ const (
 
 	// ReasonEnabled (Authentication): etcd authentication is on.
 	ReasonEnabled = "Enabled"
-	// ReasonNotFormed (Authentication): the cluster has not formed yet.
+	// ReasonNotFormed (Authentication): the spec asks for authentication
+	// and the cluster has not formed yet; it is turned on once it has.
 	ReasonNotFormed = "NotFormed"
 	// ReasonTenantsExist (Authentication): spec.security.enableAuth is
 	// false but etcd authentication stays on, because EtcdTenants name the

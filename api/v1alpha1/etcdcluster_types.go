@@ -516,7 +516,14 @@ type IssuerReference struct {
 
 // EtcdClusterStatus is the observed state of an etcd cluster.
 type EtcdClusterStatus struct {
-	// observedGeneration is the generation of the spec the status reflects.
+	// observedGeneration is the generation of the spec the status
+	// reflects. The operator writes it last in a pass that read the
+	// cluster's objects and etcd's member list and took its step towards
+	// that spec, or refused it and says why in the conditions. It keeps
+	// its value while no member answers (so it is absent until the cluster
+	// forms), after a step that failed, and while the cluster is paused.
+	// When it equals metadata.generation, the Ready and Progressing
+	// conditions speak of the current spec.
 	//
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -535,7 +542,12 @@ type EtcdClusterStatus struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Replicas"
 	Replicas int32 `json:"replicas,omitempty"`
 
-	// readyReplicas is the number of healthy members.
+	// readyReplicas is the number of ready voters: members that have
+	// started, vote, answered the operator's latest linearizable read and
+	// whose Pods are Ready (condition Ready True, not being deleted).
+	// Learners and members whose Pods are not Ready yet are not counted.
+	// The READY column shows it, and the Ready condition's message
+	// ("N of M members are ready voters") counts the same members.
 	//
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ready Replicas"
@@ -683,7 +695,7 @@ const (
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:shortName=etcd,categories=all;etcd
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
-// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`,description="Ready voters: started voting members that answer and whose Pods are Ready"
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -39,7 +39,7 @@ func renderStatus(w io.Writer, v StatusView, width int, now time.Time) error {
 	}
 	switch {
 	case v.ObservedGeneration == 0:
-		field("Generation", fmt.Sprintf("%d, no status written yet by the operator", v.Generation))
+		field("Generation", fmt.Sprintf("%d, no spec settled yet: the operator writes observedGeneration once the cluster has formed", v.Generation))
 	case v.ObservedGeneration != v.Generation:
 		field("Generation", fmt.Sprintf("%d, status is of %d: the operator has not caught up with the latest spec", v.Generation, v.ObservedGeneration))
 	}
