@@ -86,10 +86,10 @@ func (r *TopologyReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCl
 	slices.Sort(endpoints)
 	pr := probeMembers(ctx, r.NewEtcdClient, c, endpoints, false)
 	o.members, o.clusterID, o.leader, o.version, o.etcdErr = pr.members, pr.clusterID, pr.leader, pr.version, pr.err
-	o.versions = map[string]string{}
+	o.versions, o.appliedIndexes = map[string]string{}, map[string]uint64{}
 	for name := range o.pods {
 		if st, ok := pr.statuses[builder.ClientURL(c, name)]; ok {
-			o.versions[name] = st.Version
+			o.versions[name], o.appliedIndexes[name] = st.Version, st.RaftAppliedIndex
 		}
 	}
 	if pr.members != nil {
@@ -188,6 +188,19 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 			return 0, fmt.Errorf("sealing the seed %s: %w", a.member, err)
 		}
 		logger.Info("Sealed the seed")
+		return stepRequeue, nil
+	case actNoteIndex:
+		pod := o.pods[a.member]
+		patch := client.MergeFrom(pod.DeepCopy())
+		pod = pod.DeepCopy()
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[etcdv1alpha1.AnnotationLearnerProgress] = a.progress.String()
+		if err := r.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
+			return 0, fmt.Errorf("noting the progress of learner %s: %w", a.member, err)
+		}
+		logger.V(1).Info("Noted learner progress", "appliedIndex", a.progress.Index)
 		return stepRequeue, nil
 	case actRoll:
 		pod := o.pods[a.member]

@@ -42,6 +42,9 @@ type observed struct {
 	// answering member's, by Pod name.
 	version  string
 	versions map[string]string
+	// appliedIndexes is the raft applied index of each member that
+	// answered its status, by Pod name: how far a learner has caught up.
+	appliedIndexes map[string]uint64
 	// healthy tells which voters answered a linearizable read.
 	healthy map[uint64]bool
 	// lostNodes are the nodes of member Pods that are not Ready: their
@@ -77,6 +80,7 @@ const (
 	actMoveLeader actionKind = "MoveLeader"
 	actRoll       actionKind = "RollMember"
 	actSealSeed   actionKind = "SealSeed"
+	actNoteIndex  actionKind = "NoteLearnerProgress"
 	actRefuse     actionKind = "Refuse"
 	actBlocked    actionKind = "Blocked"
 )
@@ -94,6 +98,8 @@ type action struct {
 	// force deletes a Pod at once: its node is lost, so its kubelet would
 	// never confirm the deletion; its member is no longer in etcd.
 	force bool
+	// progress is what an actNoteIndex records on the learner's Pod.
+	progress learnerProgress
 	// refusal is the condition reason of an actRefuse.
 	refusal string
 	reason  string
@@ -110,10 +116,20 @@ func (a action) String() string {
 	return s
 }
 
-// learnerStartTimeout is how long a learner's Pod may take to become
-// Ready before the learner is removed (a bad image, an unschedulable Pod):
-// a learner that never starts blocks every other membership change.
-const learnerStartTimeout = 5 * time.Minute
+// learnerStallTimeout is how long a learner may make no progress (its
+// raft applied index does not advance, counted from its Pod's creation
+// or the last advance the operator noted) before it is removed: a learner
+// that never starts (a bad image, an unschedulable Pod) or stops catching
+// up blocks every other membership change. A learner that advances is
+// never removed, however long it takes (a large snapshot). The bound is
+// spec.unhealthyMemberTimeout when that is longer.
+const learnerStallTimeout = 5 * time.Minute
+
+// learnerNoteInterval is how often, at most, the operator notes a
+// learner's advance on its Pod: each note is a write (and a pass), and a
+// note up to this old still says the learner moved within the stall
+// timeout, which is much longer.
+const learnerNoteInterval = 30 * time.Second
 
 // plan decides the next step towards spec.replicas members from what the
 // pass observed. It is pure: one change of membership at a time, Pods
@@ -210,8 +226,22 @@ func plan(o observed) action {
 	if len(learners) > 0 {
 		l := learners[0]
 		name := memberName(c, l)
-		if (len(voters) >= want && !surging(o, voters)) || learnerStuck(o, name) {
-			return action{kind: actRemove, member: name, id: l.ID, reason: "learner " + name + " is not needed any more or its Pod did not become Ready in " + learnerStartTimeout.String()}
+		if len(voters) >= want && !surging(o, voters) {
+			return action{kind: actRemove, member: name, id: l.ID, reason: "learner " + name + " is not needed any more"}
+		}
+		// A learner is judged by its progress, not by the clock: its Pod
+		// is never Ready (etcd's /readyz fails on a learner), and catching
+		// up from a large snapshot may take longer than any fixed bound.
+		if last, now, ok := learnerProgressOf(o, name); ok {
+			timeout := max(learnerStallTimeout, c.UnhealthyMemberTimeout())
+			switch {
+			case now.Index > last.Index && o.now.Sub(last.At) >= learnerNoteInterval:
+				return action{kind: actNoteIndex, member: name, progress: now,
+					reason: fmt.Sprintf("learner %s is catching up: raft applied index %d, up from %d", name, now.Index, last.Index)}
+			case now.Index <= last.Index && o.now.Sub(last.At) > timeout:
+				return action{kind: actRemove, member: name, id: l.ID, reason: fmt.Sprintf("learner %s has made no progress since %s (raft applied index %d), longer than %s; a new member takes its place",
+					name, last.At.UTC().Format(time.RFC3339), last.Index, timeout)}
+			}
 		}
 		return action{kind: actPromote, member: name, id: l.ID, reason: "learner " + name + " waits to be promoted"}
 	}
@@ -516,14 +546,49 @@ func notReadySince(p *corev1.Pod) time.Time {
 	return p.CreationTimestamp.Time
 }
 
-// learnerStuck tells whether a learner's Pod has had learnerStartTimeout
-// to become Ready and is not.
-func learnerStuck(o observed, name string) bool {
-	p, ok := o.pods[name]
-	if !ok || podReady(p) {
-		return false
+// learnerProgress is a learner's raft applied index and when the
+// operator first saw it there.
+type learnerProgress struct {
+	Index uint64
+	At    time.Time
+}
+
+// String is the progress as the annotation holds it: "INDEX@RFC3339".
+func (p learnerProgress) String() string {
+	return strconv.FormatUint(p.Index, 10) + "@" + p.At.UTC().Format(time.RFC3339)
+}
+
+// parseLearnerProgress reads the annotation's value.
+func parseLearnerProgress(s string) (learnerProgress, bool) {
+	index, at, ok := strings.Cut(s, "@")
+	i, err := strconv.ParseUint(index, 10, 64)
+	t, err2 := time.Parse(time.RFC3339, at)
+	if !ok || err != nil || err2 != nil {
+		return learnerProgress{}, false
 	}
-	return o.now.Sub(p.CreationTimestamp.Time) > learnerStartTimeout
+	return learnerProgress{Index: i, At: t}, true
+}
+
+// learnerProgressOf is what the API holds of a learner's progress (the
+// index noted on its Pod, or index 0 at the Pod's creation when none is
+// noted or the note does not parse) and what this pass sees (its applied
+// index now, or no advance when it did not answer). Without a Pod there
+// is nothing to judge by: ok is false. Everything comes from the API and
+// etcd, so a restarted operator judges the same way.
+func learnerProgressOf(o observed, name string) (last, now learnerProgress, ok bool) {
+	p, ok := o.pods[name]
+	if !ok {
+		return last, now, false
+	}
+	last = learnerProgress{At: p.CreationTimestamp.Time}
+	if noted, ok := parseLearnerProgress(p.Annotations[etcdv1alpha1.AnnotationLearnerProgress]); ok {
+		last = noted
+	}
+	now = learnerProgress{Index: last.Index, At: o.now}
+	if i, answered := o.appliedIndexes[name]; answered && i > last.Index {
+		now.Index = i
+	}
+	return last, now, true
 }
 
 func podReady(p *corev1.Pod) bool {

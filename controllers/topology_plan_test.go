@@ -61,6 +61,13 @@ type world struct {
 	// annotation that accepts an empty cluster in its place.
 	lostCluster string
 	startEmpty  bool
+	// applied is the raft applied index each member's Pod reports; noted
+	// is each Pod's learner-progress annotation, as "INDEX@AGO" (AGO a
+	// duration before now) or a raw value when it does not parse that way.
+	applied map[string]uint64
+	noted   map[string]string
+	// unhealthyAfter is spec.unhealthyMemberTimeout when set.
+	unhealthyAfter time.Duration
 }
 
 func (w world) observed() observed {
@@ -77,11 +84,14 @@ func (w world) observed() observed {
 		c.Spec.PodTemplate.Spec.Containers = []corev1.Container{{Name: "etcd", Image: w.image}}
 	}
 	c.Status.ClusterID = w.lostCluster
+	if w.unhealthyAfter != 0 {
+		c.Spec.UnhealthyMemberTimeout = &metav1.Duration{Duration: w.unhealthyAfter}
+	}
 	if w.startEmpty {
 		c.Annotations = map[string]string{etcdv1alpha1.AnnotationStartEmpty: w.lostCluster}
 	}
 	o.now = time.Now()
-	o.lostNodes, o.versions = map[string]bool{}, map[string]string{}
+	o.lostNodes, o.versions, o.appliedIndexes = map[string]bool{}, map[string]string{}, map[string]uint64{}
 	for _, p := range w.pods {
 		if w.runs != "" {
 			o.versions[p] = w.runs
@@ -102,6 +112,17 @@ func (w world) observed() observed {
 			pod.Annotations[etcdv1alpha1.AnnotationInitialClusterState] = builder.ClusterStateNew
 		case !slices.Contains(w.unannotated, p):
 			pod.Annotations[etcdv1alpha1.AnnotationInitialClusterState] = builder.ClusterStateExisting
+		}
+		if i, ok := w.applied[p]; ok {
+			o.appliedIndexes[p] = i
+		}
+		if n, ok := w.noted[p]; ok {
+			pod.Annotations[etcdv1alpha1.AnnotationLearnerProgress] = n
+			if index, ago, ok := strings.Cut(n, "@"); ok {
+				if d, err := time.ParseDuration(ago); err == nil {
+					pod.Annotations[etcdv1alpha1.AnnotationLearnerProgress] = index + "@" + o.now.Add(-d).UTC().Format(time.RFC3339)
+				}
+			}
 		}
 		if w.untrusting != nil {
 			o.trustHash = "bundle"
@@ -204,6 +225,32 @@ func TestPlan(t *testing.T) {
 		{"a Pod that stopped for good goes", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, failed: []string{"a-2"}, leader: "a-0"}, actDeletePod, "a-2"},
 		{"a learner no longer needed is removed", world{replicas: 1, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0"}, actRemove, "a-1"},
 		{"a learner whose Pod never got Ready is removed", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0", oldPods: true, unready: []string{"a-1"}}, actRemove, "a-1"},
+		// A learner's Pod is never Ready (etcd's /readyz fails on a
+		// learner): it is judged by its raft applied index.
+		{"a learner older than 5 minutes whose index advances is kept: its progress is noted", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0",
+			oldPods: true, unready: []string{"a-1"}, applied: map[string]uint64{"a-1": 500}}, actNoteIndex, "a-1"},
+		{"a learner that advanced past its note long ago is kept: its progress is noted", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0",
+			oldPods: true, unready: []string{"a-1"}, applied: map[string]uint64{"a-1": 500}, noted: map[string]string{"a-1": "400@20m"}}, actNoteIndex, "a-1"},
+		{"a learner that advanced since a recent note waits to be promoted", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0",
+			oldPods: true, unready: []string{"a-1"}, applied: map[string]uint64{"a-1": 500}, noted: map[string]string{"a-1": "400@10s"}}, actPromote, "a-1"},
+		{"a learner that moved 4 minutes ago waits to be promoted", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0",
+			oldPods: true, unready: []string{"a-1"}, applied: map[string]uint64{"a-1": 400}, noted: map[string]string{"a-1": "400@4m"}}, actPromote, "a-1"},
+		{"a learner stuck for 6 minutes is removed", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0",
+			oldPods: true, unready: []string{"a-1"}, applied: map[string]uint64{"a-1": 400}, noted: map[string]string{"a-1": "400@6m"}}, actRemove, "a-1"},
+		{"a learner that stopped answering after its last advance is removed", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0",
+			oldPods: true, unready: []string{"a-1"}, noted: map[string]string{"a-1": "400@6m"}}, actRemove, "a-1"},
+		{"a learner whose index went back (its data wiped) makes no progress", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0",
+			oldPods: true, unready: []string{"a-1"}, applied: map[string]uint64{"a-1": 3}, noted: map[string]string{"a-1": "400@6m"}}, actRemove, "a-1"},
+		{"a stuck learner has spec.unhealthyMemberTimeout when longer", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0", unhealthyAfter: 10 * time.Minute,
+			oldPods: true, unready: []string{"a-1"}, applied: map[string]uint64{"a-1": 400}, noted: map[string]string{"a-1": "400@6m"}}, actPromote, "a-1"},
+		{"a short spec.unhealthyMemberTimeout does not cut a learner's 5 minutes", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0", unhealthyAfter: 10 * time.Second,
+			oldPods: true, unready: []string{"a-1"}, applied: map[string]uint64{"a-1": 400}, noted: map[string]string{"a-1": "400@4m"}}, actPromote, "a-1"},
+		{"a note that does not parse counts from the Pod's creation", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0",
+			oldPods: true, unready: []string{"a-1"}, noted: map[string]string{"a-1": "garbage"}}, actRemove, "a-1"},
+		{"a voter's old progress note does not remove it", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0",
+			oldPods: true, applied: map[string]uint64{"a-1": 400}, noted: map[string]string{"a-1": "400@1h"}}, actNone, ""},
+		{"a new voter with a progress note, not Ready yet, is not removed", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0",
+			oldPods: true, unready: []string{"a-2"}, notReadyFor: time.Hour, applied: map[string]uint64{"a-2": 400}, noted: map[string]string{"a-2": "400@1h"}}, actNone, ""},
 		{"two of five lost with their nodes, one replaced: its Pod goes", world{replicas: 5, voters: []string{"a-0", "a-1", "a-2", "a-4"}, pods: []string{"a-0", "a-1", "a-2", "a-3", "a-4"}, leader: "a-0",
 			lost: []string{"a-3", "a-4"}, sick: []string{"a-4"}, silent: []string{"a-4"}, unready: []string{"a-3", "a-4"}}, actDeletePod, "a-3"},
 		{"two of five silent, one replaced: the other is replaced too", world{replicas: 5, voters: []string{"a-0", "a-1", "a-2", "a-4"}, pods: []string{"a-0", "a-1", "a-2", "a-3", "a-4"}, leader: "a-0",
@@ -273,6 +320,10 @@ func TestPlanSaysWhy(t *testing.T) {
 			[]string{"etcd cluster 1a2b is gone", etcdv1alpha1.AnnotationStartEmpty + "=1a2b"}},
 		{"unhealthy", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", sick: []string{"a-1"}, unready: []string{"a-1"}},
 			[]string{"member a-1 has been unhealthy since", "spec.unhealthyMemberTimeout (5m0s)"}},
+		{"stuck learner", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0", oldPods: true, unready: []string{"a-1"}, applied: map[string]uint64{"a-1": 400}, noted: map[string]string{"a-1": "400@6m"}},
+			[]string{"learner a-1 has made no progress since", "(raft applied index 400), longer than 5m0s"}},
+		{"catching up", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0", oldPods: true, unready: []string{"a-1"}, applied: map[string]uint64{"a-1": 500}, noted: map[string]string{"a-1": "400@1m"}},
+			[]string{"learner a-1 is catching up: raft applied index 500, up from 400"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -446,5 +497,55 @@ func TestCertificatesWait(t *testing.T) {
 		if got := certificatesWait(tlsCluster(metav1.ConditionTrue), action{kind: kind, member: "a-1"}); got.kind != kind {
 			t.Errorf("%s with the certificates ready: %s", kind, got.kind)
 		}
+	}
+}
+
+// TestLearnerJudgedByProgress walks a learner through passes 2 s apart,
+// keeping nothing between passes but what a pass writes to its Pod (the
+// progress note), as a restarted operator would. A learner that catches
+// up for 20 minutes, advancing a little every 10 s, is never removed and
+// noted at most every learnerNoteInterval; one that stops advancing is
+// removed once it has made no progress for learnerStallTimeout.
+func TestLearnerJudgedByProgress(t *testing.T) {
+	t.Parallel()
+	walk := func(stallAt time.Duration) (removedAt time.Duration, notes int) {
+		w := world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0", unready: []string{"a-1"}}
+		base := w.observed()
+		created := base.now
+		annotations := map[string]string{}
+		for at := time.Duration(0); at <= 20*time.Minute; at += 2 * time.Second {
+			o := w.observed()
+			o.now = created.Add(at)
+			pod := o.pods["a-1"]
+			pod.CreationTimestamp = metav1.NewTime(created)
+			for k, v := range annotations {
+				pod.Annotations[k] = v
+			}
+			// The learner applies 100 entries every 10 s until it stalls.
+			progressFor := min(at, stallAt)
+			o.appliedIndexes["a-1"] = uint64(progressFor/(10*time.Second)) * 100
+			a := plan(o)
+			switch a.kind {
+			case actRemove:
+				if a.member != "a-1" {
+					t.Fatalf("at %s: %s, a voter", at, a)
+				}
+				return at, notes
+			case actNoteIndex:
+				annotations[etcdv1alpha1.AnnotationLearnerProgress] = a.progress.String()
+				notes++
+			case actPromote:
+			default:
+				t.Fatalf("at %s: unexpected step %s", at, a)
+			}
+		}
+		return -1, notes
+	}
+	if removedAt, notes := walk(time.Hour); removedAt >= 0 || notes > int(20*time.Minute/learnerNoteInterval)+1 {
+		t.Errorf("a learner catching up for 20 minutes: removed at %s (want never), %d notes (want at most one per %s)", removedAt, notes, learnerNoteInterval)
+	}
+	removedAt, _ := walk(7 * time.Minute)
+	if removedAt < 7*time.Minute+learnerStallTimeout || removedAt > 7*time.Minute+learnerStallTimeout+learnerNoteInterval+10*time.Second {
+		t.Errorf("a learner that stalls at 7m was removed at %s, want about %s later", removedAt, learnerStallTimeout)
 	}
 }

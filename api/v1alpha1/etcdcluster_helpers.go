@@ -30,6 +30,14 @@ const AnnotationTrustBundleHash = "etcd.aenix.io/trust-bundle-hash"
 // so a seed whose data is wiped later can never found a new cluster.
 const AnnotationInitialClusterState = "etcd.aenix.io/initial-cluster-state"
 
+// AnnotationLearnerProgress is the annotation that holds, on the Pod of
+// a learner, the highest raft applied index the operator has seen the
+// learner at and when it first saw it there ("INDEX@RFC3339"). A learner
+// that makes no progress for 5 minutes (or spec.unhealthyMemberTimeout
+// when longer), counted from this time or its Pod's creation, is removed;
+// one that advances is kept however long it takes to catch up.
+const AnnotationLearnerProgress = "etcd.aenix.io/learner-progress"
+
 // AnnotationPaused is the annotation that, set to "true" on an EtcdCluster,
 // stops the operator from changing anything of the cluster (membership,
 // Pods, maintenance) until it is removed; the status keeps being reported.

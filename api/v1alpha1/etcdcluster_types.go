@@ -85,7 +85,10 @@ type EtcdClusterSpec struct {
 	// before the operator replaces it with a fresh member: its data was
 	// wiped, its claim lost, or its node will not return. A member is only
 	// replaced while the others keep quorum without it; with a claim, the
-	// claim is deleted with the member. Defaults to 5m.
+	// claim is deleted with the member. A learner is removed once it has
+	// made no progress (its raft applied index did not advance) for this
+	// long, or 5m when this is shorter; one that advances is kept. Defaults
+	// to 5m.
 	//
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
