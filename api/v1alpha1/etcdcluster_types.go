@@ -30,6 +30,10 @@ type EtcdClusterSpec struct {
 	// (for example election-timeout: "1000"). Flags the operator sets itself
 	// (member name, data directory, URLs, initial cluster, TLS files) cannot be
 	// given here, nor unsafe-no-fsync, which can lose acknowledged writes.
+	// Unless auto-compaction-mode or auto-compaction-retention is given,
+	// members compact their history every 5 minutes
+	// (auto-compaction-mode periodic, auto-compaction-retention 5m); when
+	// either is given, both are the user's.
 	//
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z0-9]+(-[a-z0-9]+)*$'))",message="spec.options keys are etcd flag names: write them in lower case without the leading dashes, for example election-timeout"

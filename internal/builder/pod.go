@@ -29,6 +29,17 @@ const (
 	DataVolumeName = "etcd-data"
 	// DataDir is where the data volume is mounted and etcd keeps its data.
 	DataDir = "/var/lib/etcd"
+	// DefaultAutoCompactionMode and DefaultAutoCompactionRetention are
+	// etcd's auto-compaction unless spec.options sets either flag. etcd
+	// compacts nothing by default, and a tenant's kube-apiserver cannot
+	// compact (it records compactions in a key outside its prefix), so
+	// without this a cluster's history grows until NOSPACE. Periodic 5m is
+	// what a kube-apiserver's own compactor does by default
+	// (--etcd-compaction-interval=5m): every 5 minutes, the leader compacts
+	// to the revision of 5 minutes before, keeping 5 to 10 minutes of
+	// history for watches to resume from.
+	DefaultAutoCompactionMode      = "periodic"
+	DefaultAutoCompactionRetention = "5m"
 )
 
 // Initial cluster states of a member: the seed of a new cluster, or a
@@ -262,7 +273,8 @@ func etcdContainer(c *etcdv1alpha1.EtcdCluster, m Member) corev1.Container {
 }
 
 // EtcdArgs are the etcd flags of a member: the ones the operator owns,
-// then spec.options sorted by name (the schema refuses options that would
+// the default auto-compaction unless spec.options sets it, then
+// spec.options sorted by name (the schema refuses options that would
 // override the operator's).
 func EtcdArgs(c *etcdv1alpha1.EtcdCluster, m Member) []string {
 	args := []string{
@@ -277,10 +289,25 @@ func EtcdArgs(c *etcdv1alpha1.EtcdCluster, m Member) []string {
 		"--initial-cluster-token=" + ClusterToken(c),
 	}
 	args = append(args, tlsArgs(c, m.Name)...)
+	args = append(args, compactionArgs(c)...)
 	for _, k := range slices.Sorted(maps.Keys(c.Spec.Options)) {
 		args = append(args, "--"+k+"="+c.Spec.Options[k])
 	}
 	return args
+}
+
+// compactionArgs turn on etcd's periodic auto-compaction
+// (DefaultAutoCompactionRetention), unless spec.options sets
+// auto-compaction-mode or auto-compaction-retention: then both are the
+// user's, and etcd's own defaults apply to the one not given (mode
+// periodic, retention 0, which compacts nothing).
+func compactionArgs(c *etcdv1alpha1.EtcdCluster) []string {
+	for _, k := range []string{"auto-compaction-mode", "auto-compaction-retention"} {
+		if _, set := c.Spec.Options[k]; set {
+			return nil
+		}
+	}
+	return []string{"--auto-compaction-mode=" + DefaultAutoCompactionMode, "--auto-compaction-retention=" + DefaultAutoCompactionRetention}
 }
 
 // mergeContainer merges the template's etcd container into the operator's:

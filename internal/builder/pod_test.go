@@ -88,6 +88,38 @@ func TestMemberPodOptionsAreSortedFlags(t *testing.T) {
 	checkEqual(t, tail, []string{"--election-timeout=1000", "--max-wals=5"})
 }
 
+// TestMemberPodCompaction checks that members compact their history by
+// default (etcd does not), and that spec.options setting either
+// auto-compaction flag leaves both to the user.
+func TestMemberPodCompaction(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		options map[string]string
+		want    []string
+	}{
+		{"default", nil, []string{"--auto-compaction-mode=periodic", "--auto-compaction-retention=5m"}},
+		{"other options keep the default", map[string]string{"election-timeout": "1000"}, []string{"--auto-compaction-mode=periodic", "--auto-compaction-retention=5m"}},
+		{"the user's retention", map[string]string{"auto-compaction-retention": "1h"}, []string{"--auto-compaction-retention=1h"}},
+		{"the user's mode alone", map[string]string{"auto-compaction-mode": "revision"}, []string{"--auto-compaction-mode=revision"}},
+		{"both the user's", map[string]string{"auto-compaction-mode": "revision", "auto-compaction-retention": "1000"}, []string{"--auto-compaction-mode=revision", "--auto-compaction-retention=1000"}},
+		{"turned off", map[string]string{"auto-compaction-retention": "0"}, []string{"--auto-compaction-retention=0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			args := MemberPod(newCluster("a").withOptions(tt.options).obj(), seedMember).Spec.Containers[0].Args
+			var got []string
+			for _, a := range args {
+				if strings.HasPrefix(a, "--auto-compaction-") {
+					got = append(got, a)
+				}
+			}
+			checkEqual(t, got, tt.want)
+		})
+	}
+}
+
 func TestMemberPodStorage(t *testing.T) {
 	t.Parallel()
 	claim := &etcdv1alpha1.EmbeddedPersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
