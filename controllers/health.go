@@ -317,7 +317,11 @@ func planUpkeep(c *etcdv1alpha1.EtcdCluster, p probe) maintenance {
 		byID[st.MemberID] = st
 	}
 	threshold, minSize, quota := int64(c.FragmentationThresholdPercent()), c.MinDefragmentationSize(), quotaBackendBytes(c)
-	var fragmented []etcd.Member
+	// fragmented hold free space past the threshold; crowded, under
+	// NOSPACE, have files near the quota with some free space: etcd
+	// compares the file, not the live data, with the quota, so a file
+	// that still fills it raises the alarm again once disarmed.
+	var fragmented, crowded []etcd.Member
 	full := ""
 	for _, m := range p.members {
 		st, ok := byID[m.ID]
@@ -327,6 +331,9 @@ func planUpkeep(c *etcdv1alpha1.EtcdCluster, p probe) maintenance {
 		free := st.DBSize - st.DBSizeInUse
 		if free > 0 && free*100 >= threshold*st.DBSize && (st.DBSize >= minSize || len(noSpace) > 0) {
 			fragmented = append(fragmented, m)
+		}
+		if free > 0 && len(noSpace) > 0 && nearQuota(st.DBSize, quota) {
+			crowded = append(crowded, m)
 		}
 		if st.DBSizeInUse*10 >= quota*8 && full == "" {
 			full = memberName(c, m)
@@ -351,9 +358,20 @@ func planUpkeep(c *etcdv1alpha1.EtcdCluster, p probe) maintenance {
 		return maintenance{kind: maintCompact, member: full,
 			reason: fmt.Sprintf("NOSPACE: live data of %s is at least 80%% of quota-backend-bytes (%s); compacting drops old revisions (if it frees nothing, delete keys or raise quota-backend-bytes)", full, sizeOf(quota))}
 	}
+	if len(crowded) > 0 {
+		leaderLast(c, crowded, p.leader)
+		m := crowded[0]
+		st := byID[m.ID]
+		return maintenance{kind: maintDefragment, member: memberName(c, m), endpoint: st.Endpoint,
+			reason: fmt.Sprintf("NOSPACE: %s's database file (%s) is near quota-backend-bytes (%s) with %s free", memberName(c, m), sizeOf(st.DBSize), sizeOf(quota), sizeOf(st.DBSize-st.DBSizeInUse))}
+	}
 	a := noSpace[0]
 	return maintenance{kind: maintDisarm, alarm: a, member: etcd.FormatID(a.MemberID), reason: "NOSPACE: every database has room again"}
 }
+
+// nearQuota tells whether a database file of size is within a tenth of
+// the quota: disarmed now, NOSPACE would soon be raised again.
+func nearQuota(size, quota int64) bool { return size*10 >= quota*9 }
 
 // sizeOf prints a size the way Kubernetes quantities read.
 func sizeOf(n int64) string {

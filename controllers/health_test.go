@@ -157,6 +157,11 @@ func TestPlanMaintenance(t *testing.T) {
 		{"NOSPACE, live data near the quota: compact", healthWorld{options: quota, alarms: noSpace, dbSize: 10000000, inUse: 9500000}, maintCompact, "a-0"},
 		{"NOSPACE after compaction: defragment even small databases", healthWorld{options: quota, alarms: noSpace, dbSize: 10000000, inUse: 100000}, maintDefragment, "a-1"},
 		{"NOSPACE, room again: disarm", healthWorld{options: quota, alarms: noSpace, dbSize: 100000, inUse: 90000}, maintDisarm, "2"},
+		// etcd compares the database file with the quota: disarmed while
+		// the file still fills it, the alarm comes straight back.
+		{"NOSPACE, compacted, the file still at the quota with 30% free: defragment", healthWorld{options: quota, alarms: noSpace, dbSize: 10000000, inUse: 7000000}, maintDefragment, "a-1"},
+		{"NOSPACE, the file near the quota with 30% free: defragment", healthWorld{options: quota, alarms: noSpace, dbSize: 9200000, inUse: 6400000}, maintDefragment, "a-1"},
+		{"NOSPACE, every file well below the quota: disarm", healthWorld{options: quota, alarms: noSpace, dbSize: 8500000, inUse: 6000000}, maintDisarm, "2"},
 		{"NOSPACE with a member down: wait", healthWorld{options: quota, alarms: noSpace, dbSize: 10000000, inUse: 100000, down: []string{"a-2"}}, maintWait, "a-2"},
 		{"switched off", healthWorld{options: quota, alarms: noSpace, dbSize: 10000000, inUse: 100000, off: true}, maintNone, ""},
 		{"CORRUPT is never disarmed", healthWorld{alarms: []etcd.Alarm{{MemberID: 2, Type: etcd.AlarmCorrupt}}, dbSize: 100000, inUse: 90000}, maintNone, ""},
