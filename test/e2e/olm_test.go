@@ -13,6 +13,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -77,7 +78,9 @@ func readCSV(t *testing.T) *csv {
 // OperatorGroup). In AllNamespaces mode OLM also lifts `permissions` to
 // cluster scope; in OwnNamespace mode the target namespace is the
 // operator's own, which needs nothing more. In both modes an EtcdCluster
-// comes up Ready under that RBAC alone. The operator installed from config/
+// comes up Ready under that RBAC alone; in OwnNamespace mode the operator
+// may not list the Secrets, Pods or claims of any other namespace (a
+// SubjectAccessReview for its ServiceAccount). The operator installed from config/
 // is scaled to 0 meanwhile (two operators would fight over the same
 // clusters) and restored afterwards.
 //
@@ -95,6 +98,7 @@ func TestOLMInstallStrategy(t *testing.T) {
 		// A cluster in another namespace: the operator watches them all.
 		clusterNS := newNamespace(ctx, t)
 		bringUpCluster(ctx, t, clusterNS, "olm-all", 3)
+		assertAccess(ctx, t, c, operatorNS, "list", "secrets", "", true)
 	})
 
 	t.Run("OwnNamespace", func(t *testing.T) {
@@ -113,7 +117,37 @@ func TestOLMInstallStrategy(t *testing.T) {
 		if len(elsewhere.Status.Conditions) > 0 {
 			t.Errorf("the operator watching only %s reconciled %s/%s: %v", operatorNS, elsewhere.Namespace, elsewhere.Name, elsewhere.Status.Conditions)
 		}
+		// The CSV's permissions are the operator's only access to
+		// namespaced resources: none of them reaches another namespace.
+		for _, resource := range []string{"secrets", "pods", "persistentvolumeclaims"} {
+			assertAccess(ctx, t, c, operatorNS, "list", resource, operatorNS, true)
+			assertAccess(ctx, t, c, operatorNS, "list", resource, elsewhere.Namespace, false)
+			assertAccess(ctx, t, c, operatorNS, "list", resource, "", false)
+		}
 	})
+}
+
+// assertAccess checks with a SubjectAccessReview whether the ServiceAccount
+// of the CSV's Deployment, installed in ns, may verb resource (core group)
+// in namespace ("" for every namespace at once).
+func assertAccess(ctx context.Context, t *testing.T, c *csv, ns, verb, resource, namespace string, want bool) {
+	t.Helper()
+	sa := c.Spec.Install.Spec.Deployments[0].Spec.Template.Spec.ServiceAccountName
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:               "system:serviceaccount:" + ns + ":" + sa,
+		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: verb, Resource: resource},
+	}}
+	if err := k8sClient.Create(ctx, review); err != nil {
+		t.Fatal(err)
+	}
+	if review.Status.Allowed != want {
+		where := "namespace " + namespace
+		if namespace == "" {
+			where = "all namespaces"
+		}
+		t.Errorf("%s may %s %s in %s: %v, want %v (%s)", review.Spec.User, verb, resource, where, review.Status.Allowed, want, review.Status.Reason)
+	}
 }
 
 // bringUpCluster creates an EtcdCluster and waits until it is Ready and
