@@ -64,6 +64,7 @@ func main() {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 
+	namespaces := watchNamespaces(os.Getenv(watchNamespaceEnv))
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsOpts,
@@ -73,17 +74,26 @@ func main() {
 		// The process exits right after the manager stops, so handing the
 		// lease over at once is safe and spares the next leader a wait.
 		LeaderElectionReleaseOnCancel: true,
-		Cache:                         cache.Options{DefaultNamespaces: watchNamespaces(os.Getenv(watchNamespaceEnv))},
+		// Only the Secrets the operator labels; the others are read live.
+		Cache: controllers.CacheOptions(namespaces),
 	})
 	if err != nil {
 		setupLog.Error(err, "Unable to create manager")
 		os.Exit(1)
 	}
+	secretNames, err := controllers.NewSecretNamesCache(mgr, namespaces)
+	if err != nil {
+		setupLog.Error(err, "Unable to create the cache of Secret names")
+		os.Exit(1)
+	}
+	// Members are reached with the cluster's client certificate, which is
+	// a user's Secret when the user provides TLS.
+	newEtcdClient := controllers.NewEtcdClientFactory(controllers.WithLiveSecrets(mgr.GetClient(), mgr.GetAPIReader()))
 
 	if err := (&controllers.TopologyReconciler{
 		Client:        mgr.GetClient(),
 		Recorder:      mgr.GetEventRecorder("etcd-operator-cluster"),
-		NewEtcdClient: controllers.NewEtcdClientFactory(mgr.GetClient()),
+		NewEtcdClient: newEtcdClient,
 		CrashPoints:   crashpoint.FromEnv(),
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "etcdcluster")
@@ -92,7 +102,7 @@ func main() {
 	if err := (&controllers.HealthReconciler{
 		Client:        mgr.GetClient(),
 		Recorder:      mgr.GetEventRecorder("etcd-operator-health"),
-		NewEtcdClient: controllers.NewEtcdClientFactory(mgr.GetClient()),
+		NewEtcdClient: newEtcdClient,
 		Interval:      probeInterval,
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "etcdcluster-health")
@@ -107,7 +117,8 @@ func main() {
 		Client:        mgr.GetClient(),
 		Recorder:      mgr.GetEventRecorder("etcd-operator-tenant"),
 		CertManager:   certManager,
-		NewEtcdClient: controllers.NewEtcdClientFactory(mgr.GetClient()),
+		NewEtcdClient: newEtcdClient,
+		APIReader:     mgr.GetAPIReader(),
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "etcdtenant")
 		os.Exit(1)
@@ -116,7 +127,9 @@ func main() {
 		Client:        mgr.GetClient(),
 		Recorder:      mgr.GetEventRecorder("etcd-operator-pki"),
 		CertManager:   certManager,
-		NewEtcdClient: controllers.NewEtcdClientFactory(mgr.GetClient()),
+		NewEtcdClient: newEtcdClient,
+		APIReader:     mgr.GetAPIReader(),
+		SecretNames:   secretNames,
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "etcdcluster-pki")
 		os.Exit(1)

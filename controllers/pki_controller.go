@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 	"github.com/etcd-operator/etcd-operator/internal/builder"
@@ -47,6 +49,12 @@ type PKIReconciler struct {
 	// NewEtcdClient connects to a cluster's members, to turn etcd's
 	// authentication on or off.
 	NewEtcdClient EtcdClientFactory
+	// APIReader reads the Secrets users name in a cluster's spec, which
+	// the cache does not hold (CacheOptions); nil reads through Client.
+	APIReader client.Reader
+	// SecretNames, when set, is the cache of Secret names whose changes
+	// wake the clusters that name a user's Secret (NewSecretNamesCache).
+	SecretNames cache.Cache
 }
 
 // +kubebuilder:rbac:groups=cert-manager.io,resources=certificates;issuers,verbs=get;list;watch;create;update;patch;delete
@@ -124,9 +132,10 @@ func refusedCondition(cond metav1.Condition, refusal action) metav1.Condition {
 // Pod started with.
 func (r *PKIReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (pki.Observed, error) {
 	o := pki.Observed{Cluster: c, CertManager: r.CertManager, Secrets: map[string]*corev1.Secret{}, Certificates: map[string]*cmapi.Certificate{}, Now: time.Now()}
+	secrets := WithLiveSecrets(r.Client, r.APIReader)
 	for _, name := range pki.SecretsOf(c) {
 		s := &corev1.Secret{}
-		if err := r.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, s); apierrors.IsNotFound(err) {
+		if err := secrets.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, s); apierrors.IsNotFound(err) {
 			continue
 		} else if err != nil {
 			return o, err
@@ -286,7 +295,31 @@ func (r *PKIReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.CertManager {
 		b = b.Owns(&cmapi.Certificate{})
 	}
+	if r.SecretNames != nil {
+		b = b.WatchesRawSource(source.Kind(r.SecretNames, secretMetadata(), handler.TypedEnqueueRequestsFromMapFunc(r.clustersNamingSecret)))
+	}
 	return b.Complete(r)
+}
+
+// clustersNamingSecret maps a Secret to the clusters of its namespace
+// whose spec names it: the user's Secrets, which the manager's cache does
+// not hold, so the watch of Secrets above never sees them.
+func (r *PKIReconciler) clustersNamingSecret(ctx context.Context, obj *metav1.PartialObjectMetadata) []reconcile.Request {
+	clusters := &etcdv1alpha1.EtcdClusterList{}
+	if err := r.List(ctx, clusters, client.InNamespace(obj.Namespace)); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range clusters.Items {
+		c := &clusters.Items[i]
+		if c.Spec.Security.ManagedTLS() {
+			continue
+		}
+		if slices.ContainsFunc(pki.Needs(builder.CertificateSourcesOf(c)), func(n pki.Need) bool { return n.Secret == obj.Name }) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(c)})
+		}
+	}
+	return reqs
 }
 
 // CertManagerInstalled tells whether the API server serves cert-manager's

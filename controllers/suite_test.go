@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -25,6 +26,10 @@ import (
 )
 
 var k8sClient client.Client
+
+// managerCache is the cache of the test manager, configured as the
+// operator's (CacheOptions).
+var managerCache cache.Cache
 
 // tenantEtcd is the etcd the tenant reconciler of the test manager sees.
 var tenantEtcd = fake.New()
@@ -48,9 +53,15 @@ func runWithManager(m *testing.M) int {
 	defer stop()
 	k8sClient = c
 	scheme := support.Scheme()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Cache: CacheOptions(nil)})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "creating manager: %v\n", err)
+		return 1
+	}
+	managerCache = mgr.GetCache()
+	secretNames, err := NewSecretNamesCache(mgr, nil)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "creating the cache of Secret names: %v\n", err)
 		return 1
 	}
 	// envtest runs no Pods, so no member ever answers.
@@ -66,7 +77,7 @@ func runWithManager(m *testing.M) int {
 		return 1
 	}
 	// envtest serves no cert-manager API: operator-managed clusters wait.
-	if err := (&PKIReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("test")}).SetupWithManager(mgr); err != nil {
+	if err := (&PKIReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("test"), APIReader: mgr.GetAPIReader(), SecretNames: secretNames}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up the PKI reconciler: %v\n", err)
 		return 1
 	}
@@ -74,7 +85,7 @@ func runWithManager(m *testing.M) int {
 	tenantConnect := func(context.Context, *etcdv1alpha1.EtcdCluster, []string) (etcd.Client, error) {
 		return unclosable{tenantEtcd}, nil
 	}
-	if err := (&TenantReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("test"), NewEtcdClient: tenantConnect}).SetupWithManager(mgr); err != nil {
+	if err := (&TenantReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("test"), NewEtcdClient: tenantConnect, APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up the tenant reconciler: %v\n", err)
 		return 1
 	}
