@@ -3,9 +3,11 @@
 // apply to Ready for 1, 3 and 5 members, time per scale step, time back to
 // full strength after a member's Pod is deleted and after its data is lost,
 // time to roll a 3-member cluster to a new spec and the longest run of
-// failed writes during the roll, and the operator's memory and CPU at rest. It is a benchmark, not a test:
-// it asserts nothing beyond each scenario finishing. Run it with `make
-// bench`.
+// failed writes during the roll, the operator's memory and CPU at rest, and
+// its memory once the cluster holds 2,000 Secrets of 10 KiB that are none
+// of its business (its cache must not hold them). It is a benchmark, not a
+// test: it asserts nothing beyond each scenario finishing. Run it with
+// `make bench`.
 package main
 
 import (
@@ -118,6 +120,10 @@ func run(root string, runs int) error {
 	if err != nil {
 		return err
 	}
+	memSecrets, err := b.unrelatedSecrets(ctx, unrelatedSecrets, unrelatedSecretSize)
+	if err != nil {
+		return err
+	}
 
 	fmt.Printf("\nEtcdCluster benchmark on the local cluster, %d runs (median [min, max])\n\n", runs)
 	for _, name := range order {
@@ -127,7 +133,58 @@ func run(root string, runs int) error {
 	}
 	fmt.Printf("%-58s %8s\n", "operator memory at rest (RSS)", mem)
 	fmt.Printf("%-58s %8s\n", "operator CPU at rest", cpu)
+	fmt.Printf("%-58s %8s\n", fmt.Sprintf("operator memory with %d unrelated %d KiB Secrets (RSS)", unrelatedSecrets, unrelatedSecretSize>>10), memSecrets)
 	return nil
+}
+
+// The unrelated Secrets scenario: a cluster that holds many Secrets of
+// other applications.
+const (
+	unrelatedSecrets    = 2000
+	unrelatedSecretSize = 10 << 10
+)
+
+// unrelatedSecrets creates n Secrets of size bytes that neither name nor
+// belong to any EtcdCluster, lets the operator's watches take them in, and
+// returns the operator's resident memory then. The Secrets go with the
+// bench's namespace.
+func (b *bench) unrelatedSecrets(ctx context.Context, n, size int) (string, error) {
+	const workers = 8
+	names := make(chan int)
+	errs := make(chan error, workers)
+	for range workers {
+		go func() {
+			var err error
+			for i := range names {
+				if err != nil {
+					continue
+				}
+				s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: fmt.Sprintf("unrelated-%04d", i)},
+					Data: map[string][]byte{"blob": []byte(strings.Repeat("x", size))}}
+				err = b.c.Create(ctx, s)
+			}
+			errs <- err
+		}()
+	}
+	for i := range n {
+		names <- i
+	}
+	close(names)
+	var failed error
+	for range workers {
+		failed = errors.Join(failed, <-errs)
+	}
+	if failed != nil {
+		return "", fmt.Errorf("creating %d unrelated Secrets: %w", n, failed)
+	}
+	// A window for the operator's informers to receive them, as for the
+	// measurement at rest: there is no state of the operator to wait for.
+	time.Sleep(15 * time.Second)
+	pid, err := b.operatorPID()
+	if err != nil {
+		return "", err
+	}
+	return residentMemory(pid)
 }
 
 // bootstrap creates a cluster of n members and returns the time to Ready;
@@ -354,15 +411,10 @@ func podReady(p *corev1.Pod) bool {
 // operatorAtRest reads the operator process's resident memory and its CPU
 // use over window, while no cluster changes.
 func (b *bench) operatorAtRest(window time.Duration) (string, string, error) {
-	pidFiles, _ := filepath.Glob(filepath.Join(b.env.StateDir, "pods", "etcd-operator-system_*", "pids", "manager"))
-	if len(pidFiles) == 0 {
-		return "", "", errors.New("the operator's process is not found")
-	}
-	data, err := os.ReadFile(pidFiles[0])
+	pid, err := b.operatorPID()
 	if err != nil {
 		return "", "", err
 	}
-	pid := strings.TrimSpace(string(data))
 	cpu := func() (float64, error) {
 		stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
 		if err != nil {
@@ -382,15 +434,36 @@ func (b *bench) operatorAtRest(window time.Duration) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
-	status, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
+	rss, err := residentMemory(pid)
 	if err != nil {
 		return "", "", err
 	}
-	rss := "?"
-	for _, line := range strings.Split(string(status), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			rss = strings.Join(strings.Fields(strings.TrimPrefix(line, "VmRSS:")), " ")
+	return rss, fmt.Sprintf("%.1f%% of a core", 100*(after-before)/window.Seconds()), nil
+}
+
+// operatorPID is the process id of the operator installed from config/.
+func (b *bench) operatorPID() (string, error) {
+	pidFiles, _ := filepath.Glob(filepath.Join(b.env.StateDir, "pods", "etcd-operator-system_*", "pids", "manager"))
+	if len(pidFiles) == 0 {
+		return "", errors.New("the operator's process is not found")
+	}
+	data, err := os.ReadFile(pidFiles[0])
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(data)), nil
+}
+
+// residentMemory is the VmRSS of process pid.
+func residentMemory(pid string) (string, error) {
+	status, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			return strings.Join(strings.Fields(rest), " "), nil
 		}
 	}
-	return rss, fmt.Sprintf("%.1f%% of a core", 100*(after-before)/window.Seconds()), nil
+	return "?", nil
 }
