@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
@@ -93,6 +94,10 @@ func PlanCertificates(o Observed) Plan {
 		return p.warnOnChange(c)
 	}
 	if managed {
+		if foreign := ForeignSecrets(c, o.Secrets); len(foreign) > 0 {
+			p.CertificatesReady, p.CATrusted = Condition(c, etcdv1alpha1.ReasonForeignObject, foreign, time.Time{}, now), TrustUnknown(c, strings.Join(foreign, "; "))
+			return p.warnOnChange(c)
+		}
 		for _, i := range Issuers(c) {
 			p.Writes = append(p.Writes, Write{Object: i})
 		}
@@ -187,6 +192,25 @@ func PlanCertificates(o Observed) Plan {
 	// Look again when the nearest certificate expires, to report it.
 	p.Recheck = minWait(p.Recheck, min(nearest.Sub(now)+time.Second, CertificatesRecheck))
 	return p
+}
+
+// ForeignSecrets names, for a cluster whose certificates cert-manager
+// issues, the Secrets its Certificates would have
+// cert-manager write (it overwrites whatever Secret bears a Certificate's
+// secretName) that belong to someone else: neither labelled for the
+// cluster nor written by cert-manager for that Certificate. The operator
+// creates no Certificate while one exists, so no one's Secret is lost.
+func ForeignSecrets(c *etcdv1alpha1.EtcdCluster, secrets map[string]*corev1.Secret) []string {
+	var out []string
+	for _, cert := range Certificates(c) {
+		s := secrets[cert.Spec.SecretName]
+		if s == nil || s.Labels[etcdv1alpha1.LabelCluster] == c.Name || s.Annotations[cmapi.CertificateNameKey] == cert.Name {
+			continue
+		}
+		out = append(out, fmt.Sprintf("Secret %s exists and is not this cluster's (no label %s=%s): cert-manager would overwrite it, so the operator does not create Certificate %s; move that Secret away or delete it",
+			s.Name, etcdv1alpha1.LabelCluster, c.Name, cert.Name))
+	}
+	return out
 }
 
 // minWait is the sooner of two waits, 0 meaning none.

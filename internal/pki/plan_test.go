@@ -15,9 +15,11 @@ import (
 	"github.com/etcd-operator/etcd-operator/internal/builder"
 )
 
-// tlsSecret is a Secret holding a certificate, its key and a CA.
+// tlsSecret is a Secret holding a certificate, its key and a CA, as
+// cert-manager writes it for the Certificate of its name (the annotation
+// does not matter where a user provides the Secret).
 func tlsSecret(name string, crt, key, ca []byte) *corev1.Secret {
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}, Type: corev1.SecretTypeTLS,
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Annotations: map[string]string{cmapi.CertificateNameKey: name}}, Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{builder.CertKey: crt, builder.PrivateKeyKey: key, builder.CAKey: ca}}
 }
 
@@ -167,6 +169,13 @@ func TestPlanCertificates(t *testing.T) {
 	stale["e-server-tls"].Spec.DNSNames = []string{"old.example"}
 	junk := issued()
 	junk["e-ca"].Data[builder.CertKey] = []byte("junk")
+	// A Secret of a Certificate's name that neither cert-manager wrote for
+	// it nor the cluster labels: someone else's, which cert-manager would
+	// overwrite.
+	theirs := map[string]*corev1.Secret{"e-server-tls": {ObjectMeta: metav1.ObjectMeta{Name: "e-server-tls", Namespace: "ns"}, Data: map[string][]byte{"password": []byte("theirs")}}}
+	labelled := issued()
+	labelled["e-server-tls"].Annotations = nil
+	labelled["e-server-tls"].Labels = map[string]string{etcdv1alpha1.LabelCluster: "e"}
 
 	tests := []struct {
 		name        string
@@ -180,6 +189,10 @@ func TestPlanCertificates(t *testing.T) {
 	}{
 		{name: "without cert-manager: nothing written, look again later", secrets: issued(), certs: ready(),
 			wantReason: etcdv1alpha1.ReasonCertManagerMissing, wantSays: "cert-manager.io/v1", wantRecheck: CertManagerMissingRecheck},
+		{name: "someone else's Secret of a Certificate's name: nothing written", certManager: true, secrets: theirs,
+			wantReason: etcdv1alpha1.ReasonForeignObject, wantSays: "Secret e-server-tls exists and is not this cluster's"},
+		{name: "a Secret labelled for the cluster is its own", certManager: true, secrets: labelled, certs: ready(),
+			wantReason: etcdv1alpha1.ReasonCertificatesReady, wantSays: expires.UTC().Format(time.RFC3339), wantWrites: 3 + 5, wantRecheck: CertificatesRecheck},
 		{name: "a new cluster: the objects, waiting for cert-manager", certManager: true,
 			wantReason: etcdv1alpha1.ReasonIssuing, wantSays: "Certificate e-ca is not issued yet (cert-manager has not looked at it yet)", wantWrites: 3 + 5 + 1},
 		{name: "a Certificate whose spec changes is not issued for it", certManager: true, secrets: issued(), certs: stale,
