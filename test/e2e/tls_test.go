@@ -286,6 +286,50 @@ func TestTLSOperatorManaged(t *testing.T) {
 	assertCARotation(ctx, t, c)
 }
 
+// TestTLSForeignSecretIsKept creates, before a cluster whose certificates
+// cert-manager issues, a Secret of the name its server certificate would
+// take: cert-manager would overwrite it, so the operator creates no
+// Certificate, says why in CertificatesReady and starts no Pod, and the
+// Secret keeps its data; once its owner deletes it, the cluster comes up.
+func TestTLSForeignSecretIsKept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kept-server-tls"}, Data: map[string][]byte{"password": []byte("theirs")}}
+	if err := k8sClient.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	c := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kept"},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](1), Security: &etcdv1alpha1.SecuritySpec{
+			TLS: &etcdv1alpha1.TLSSpec{CertManager: &etcdv1alpha1.CertManagerSpec{}},
+		}},
+	}
+	if err := k8sClient.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, "Secret kept-server-tls exists and is not this cluster's")
+	// Give cert-manager the time it would need to overwrite the Secret.
+	time.Sleep(10 * time.Second)
+	assertNoPods(ctx, t, ns, c.Name)
+	got := &corev1.Secret{}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(theirs), got); err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Data["password"]) != "theirs" || len(got.Data) != 1 {
+		t.Fatalf("the user's Secret was changed: %v", got.Data)
+	}
+	cert := &cmapi.Certificate{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kept-server-tls"}, cert); err == nil {
+		t.Fatal("a Certificate was created for the user's Secret")
+	}
+	if err := k8sClient.Delete(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	awaitReady(ctx, t, key, 1)
+}
+
 // assertAuthToggles turns spec.security.enableAuth on: a client whose
 // certificate (from the cluster's client CA) names another user cannot
 // write, root (the operator's certificate) can; turned off, anyone the CA
