@@ -550,6 +550,9 @@ func readyCondition(o observed, a action) metav1.Condition {
 		cond.Reason, cond.Message = etcdv1alpha1.ReasonUnreachable, fmt.Sprintf("No member answers: %v", o.etcdErr)
 	} else if ready == want && len(voters) == want && len(o.members) == want {
 		cond.Status, cond.Reason = metav1.ConditionTrue, etcdv1alpha1.ReasonAllMembersReady
+	} else if len(o.members) > want {
+		// A surge (a roll adds the new member first) or a scale-down.
+		cond.Message = fmt.Sprintf("%d ready voters, %d members for %d replicas: the extra ones leave one at a time", ready, len(o.members), want)
 	}
 	if a.kind == actRefuse && a.refusal != etcdv1alpha1.ReasonUpgradeRefused {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, a.refusal, a.reason
