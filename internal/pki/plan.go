@@ -30,6 +30,11 @@ const (
 	// CertificatesRecheck is the longest wait between two checks of valid
 	// certificates.
 	CertificatesRecheck = time.Hour
+	// ForeignSecretRecheck is how often the operator looks again while a
+	// Secret of a Certificate's name belongs to someone else: that Secret
+	// is not in the operator's cache (it carries none of its labels), so
+	// its deletion wakes nothing.
+	ForeignSecretRecheck = 10 * time.Second
 )
 
 // Observed is what a pass of the PKI reconciler reads of a cluster with
@@ -96,6 +101,7 @@ func PlanCertificates(o Observed) Plan {
 	if managed {
 		if foreign := ForeignSecrets(c, o.Secrets); len(foreign) > 0 {
 			p.CertificatesReady, p.CATrusted = Condition(c, etcdv1alpha1.ReasonForeignObject, foreign, time.Time{}, now), TrustUnknown(c, strings.Join(foreign, "; "))
+			p.Recheck = ForeignSecretRecheck
 			return p.warnOnChange(c)
 		}
 		for _, i := range Issuers(c) {
@@ -207,8 +213,8 @@ func ForeignSecrets(c *etcdv1alpha1.EtcdCluster, secrets map[string]*corev1.Secr
 		if s == nil || s.Labels[etcdv1alpha1.LabelCluster] == c.Name || s.Annotations[cmapi.CertificateNameKey] == cert.Name {
 			continue
 		}
-		out = append(out, fmt.Sprintf("Secret %s exists and is not this cluster's (no label %s=%s): cert-manager would overwrite it, so the operator does not create Certificate %s; move that Secret away or delete it",
-			s.Name, etcdv1alpha1.LabelCluster, c.Name, cert.Name))
+		out = append(out, fmt.Sprintf("Secret %s exists and is not this cluster's (no label %s=%s): cert-manager would overwrite it, so the operator does not create Certificate %s; move that Secret away or delete it (the operator looks again every %s)",
+			s.Name, etcdv1alpha1.LabelCluster, c.Name, cert.Name, ForeignSecretRecheck))
 	}
 	return out
 }

@@ -190,7 +190,7 @@ func TestPlanCertificates(t *testing.T) {
 		{name: "without cert-manager: nothing written, look again later", secrets: issued(), certs: ready(),
 			wantReason: etcdv1alpha1.ReasonCertManagerMissing, wantSays: "cert-manager.io/v1", wantRecheck: CertManagerMissingRecheck},
 		{name: "someone else's Secret of a Certificate's name: nothing written", certManager: true, secrets: theirs,
-			wantReason: etcdv1alpha1.ReasonForeignObject, wantSays: "Secret e-server-tls exists and is not this cluster's"},
+			wantReason: etcdv1alpha1.ReasonForeignObject, wantSays: "Secret e-server-tls exists and is not this cluster's", wantRecheck: ForeignSecretRecheck},
 		{name: "a Secret labelled for the cluster is its own", certManager: true, secrets: labelled, certs: ready(),
 			wantReason: etcdv1alpha1.ReasonCertificatesReady, wantSays: expires.UTC().Format(time.RFC3339), wantWrites: 3 + 5, wantRecheck: CertificatesRecheck},
 		{name: "a new cluster: the objects, waiting for cert-manager", certManager: true,
