@@ -137,7 +137,12 @@ func (r *TenantReconciler) setUp(ctx context.Context, t *etcdv1alpha1.EtcdTenant
 		}
 		var waiting string
 		var err error
-		if cert, waiting, err = r.certificate(ctx, t, c); err != nil || waiting != "" {
+		var foreign string
+		if cert, waiting, foreign, err = r.certificate(ctx, t, c); foreign != "" {
+			// That Secret is not in the operator's cache: its deletion
+			// wakes nothing, so look again.
+			return tenantReady(t, metav1.ConditionFalse, etcdv1alpha1.ReasonForeignObject, foreign), pki.ForeignSecretRecheck, nil
+		} else if err != nil || waiting != "" {
 			return tenantReady(t, metav1.ConditionFalse, etcdv1alpha1.ReasonIssuing, waiting), 0, err
 		}
 	}
@@ -196,24 +201,36 @@ func tenantUnreachable(t *etcdv1alpha1.EtcdTenant, c *etcdv1alpha1.EtcdCluster, 
 }
 
 // certificate applies the tenant's Certificate and returns its Secret once
-// cert-manager has issued it, or what it waits for.
-func (r *TenantReconciler) certificate(ctx context.Context, t *etcdv1alpha1.EtcdTenant, c *etcdv1alpha1.EtcdCluster) (*corev1.Secret, string, error) {
+// cert-manager has issued it, or what it waits for, or why a Secret of its
+// name belongs to someone else (then no Certificate is applied:
+// cert-manager would overwrite that Secret).
+func (r *TenantReconciler) certificate(ctx context.Context, t *etcdv1alpha1.EtcdTenant, c *etcdv1alpha1.EtcdCluster) (secret *corev1.Secret, waiting, foreign string, err error) {
 	want := pki.TenantCertificate(c, t)
+	existing := &corev1.Secret{}
+	switch err := WithLiveSecrets(r.Client, r.APIReader).Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: want.Spec.SecretName}, existing); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, "", "", err
+	default:
+		if why := pki.ForeignTenantSecret(c, t, existing); why != "" {
+			return nil, "", why, nil
+		}
+	}
 	if err := applyObject(ctx, r.Client, want, TenantFieldManager); err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	got := &cmapi.Certificate{}
 	if err := r.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	if why := pki.NotIssued(got); why != "" {
-		return nil, why, nil
+		return nil, why, "", nil
 	}
 	s := &corev1.Secret{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: want.Spec.SecretName}, s); err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
-	return s, "", nil
+	return s, "", "", nil
 }
 
 // writeSecret creates the connection Secret, or updates it when its

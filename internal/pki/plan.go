@@ -219,6 +219,20 @@ func ForeignSecrets(c *etcdv1alpha1.EtcdCluster, secrets map[string]*corev1.Secr
 	return out
 }
 
+// ForeignTenantSecret says why s, the Secret of tenant t's Certificate's
+// name, is someone else's, which cert-manager would overwrite: neither
+// written by cert-manager for that Certificate nor labelled for the tenant
+// of cluster c. "" when s is nil or the tenant's.
+func ForeignTenantSecret(c *etcdv1alpha1.EtcdCluster, t *etcdv1alpha1.EtcdTenant, s *corev1.Secret) string {
+	name := t.ClientCertificateName()
+	if s == nil || s.Annotations[cmapi.CertificateNameKey] == name ||
+		s.Labels[etcdv1alpha1.LabelCluster] == c.Name && s.Labels[etcdv1alpha1.LabelTenant] == t.Name {
+		return ""
+	}
+	return fmt.Sprintf("Secret %s exists and is not this tenant's (no labels %s=%s, %s=%s): cert-manager would overwrite it, so the operator does not create Certificate %s; move that Secret away or delete it",
+		s.Name, etcdv1alpha1.LabelCluster, c.Name, etcdv1alpha1.LabelTenant, t.Name, name)
+}
+
 // minWait is the sooner of two waits, 0 meaning none.
 func minWait(a, b time.Duration) time.Duration {
 	if a == 0 || b != 0 && b < a {

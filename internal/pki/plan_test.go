@@ -287,3 +287,40 @@ func TestNewClusterSigns(t *testing.T) {
 		}
 	}
 }
+
+// TestForeignTenantSecret: a Secret of the name of a tenant's Certificate
+// is the tenant's when cert-manager wrote it for that Certificate or it
+// carries the tenant's labels; any other is someone else's, which
+// cert-manager would overwrite.
+func TestForeignTenantSecret(t *testing.T) {
+	t.Parallel()
+	c := managed(etcdv1alpha1.CertManagerSpec{})
+	tenant := &etcdv1alpha1.EtcdTenant{ObjectMeta: metav1.ObjectMeta{Name: "t", Namespace: "ns"}, Spec: etcdv1alpha1.EtcdTenantSpec{ClusterName: c.Name}}
+	secret := func(labels, annotations map[string]string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tenant.ClientCertificateName(), Namespace: "ns", Labels: labels, Annotations: annotations}}
+	}
+	tests := []struct {
+		name    string
+		secret  *corev1.Secret
+		foreign bool
+	}{
+		{"none yet", nil, false},
+		{"written by cert-manager for the Certificate", secret(nil, map[string]string{cmapi.CertificateNameKey: tenant.ClientCertificateName()}), false},
+		{"labelled for the tenant", secret(map[string]string{etcdv1alpha1.LabelCluster: c.Name, etcdv1alpha1.LabelTenant: "t"}, nil), false},
+		{"someone else's", secret(nil, nil), true},
+		{"another tenant's", secret(map[string]string{etcdv1alpha1.LabelCluster: c.Name, etcdv1alpha1.LabelTenant: "u"}, nil), true},
+		{"written by cert-manager for another Certificate", secret(nil, map[string]string{cmapi.CertificateNameKey: "other"}), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			why := ForeignTenantSecret(c, tenant, tt.secret)
+			if (why != "") != tt.foreign {
+				t.Errorf("ForeignTenantSecret = %q, want foreign %v", why, tt.foreign)
+			}
+			if tt.foreign && !strings.Contains(why, "Secret t-etcd-client exists and is not this tenant's") {
+				t.Errorf("ForeignTenantSecret = %q, does not name the Secret", why)
+			}
+		})
+	}
+}
