@@ -292,10 +292,10 @@ func TestNoSpaceRecovery(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The pages compaction frees count as in use until bbolt's next
+			// write transaction releases them, which may come after this
+			// Status: the space compaction freed shows after defragmenting.
 			t.Logf("after compaction: database %d bytes, %d in use", compacted.DBSize, compacted.DBSizeInUse)
-			if compacted.DBSizeInUse >= before.DBSizeInUse/2 {
-				t.Errorf("compaction left %d bytes in use of %d", compacted.DBSizeInUse, before.DBSizeInUse)
-			}
 			if err := cli.Defragment(ctx, tc.members[0].clientURL); err != nil {
 				t.Fatal(err)
 			}
@@ -310,6 +310,9 @@ func TestNoSpaceRecovery(t *testing.T) {
 			t.Logf("database %d bytes (%d in use) before, %d bytes (%d in use) after", before.DBSize, before.DBSizeInUse, after.DBSize, after.DBSizeInUse)
 			if after.DBSize >= before.DBSize {
 				t.Errorf("defragmentation left the database at %d bytes, it was %d", after.DBSize, before.DBSize)
+			}
+			if after.DBSizeInUse >= before.DBSizeInUse/2 {
+				t.Errorf("compaction and defragmentation left %d bytes in use of %d: the old revisions were not dropped", after.DBSizeInUse, before.DBSizeInUse)
 			}
 			if alarms, err := cli.Alarms(ctx); err != nil || len(alarms) != 0 {
 				t.Errorf("Alarms() = %v, %v after disarming", alarms, err)
