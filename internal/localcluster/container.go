@@ -30,9 +30,9 @@ const (
 // container is one container of a pod: its current process, if any, and
 // what a kubelet remembers about it.
 type container struct {
-	spec    corev1.Container
-	isInit  bool
-	logPath string
+	spec   corev1.Container
+	isInit bool
+	logDir string // one file per run, as a kubelet keeps them: <run>.log
 
 	mu           sync.Mutex
 	pid          int
@@ -51,11 +51,11 @@ type container struct {
 	imageID      string
 }
 
-func newContainer(spec corev1.Container, isInit bool, logDir string) *container {
+func newContainer(spec corev1.Container, isInit bool, podDir string) *container {
 	return &container{
 		spec:    spec,
 		isInit:  isInit,
-		logPath: filepath.Join(logDir, spec.Name+".log"),
+		logDir:  filepath.Join(podDir, "logs", spec.Name),
 		waiting: corev1.ContainerStateWaiting{Reason: "ContainerCreating"},
 	}
 }
@@ -76,7 +76,10 @@ func (c *container) start(spec shimSpec, specDir string) error {
 	if err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err := os.MkdirAll(c.logDir, 0o755); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(c.runLog(c.restartCount), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
@@ -110,6 +113,13 @@ func (c *container) start(spec shimSpec, specDir string) error {
 		close(exited)
 	}()
 	return nil
+}
+
+// runLog is the log file of the container's run-th run (0 is the first):
+// the run whose restart count is run. A node agent that starts again
+// counts from 0 again and appends to the files it finds.
+func (c *container) runLog(run int32) string {
+	return filepath.Join(c.logDir, strconv.Itoa(int(run))+".log")
 }
 
 // recordExit remembers how the process ended and schedules a restart.

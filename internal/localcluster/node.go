@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -66,9 +67,14 @@ func (n *node) start(ctx context.Context) error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
+	kubeletAPI, err := n.serveKubeletAPI(ctx)
+	if err != nil {
+		cancel()
+		return err
+	}
 	n.cancel = cancel
 	n.stopped = make(chan struct{})
-	go n.run(ctx, n.stopped)
+	go n.run(ctx, n.stopped, kubeletAPI)
 	return nil
 }
 
@@ -87,8 +93,9 @@ func (n *node) stop() {
 	<-stopped
 }
 
-func (n *node) run(ctx context.Context, stopped chan struct{}) {
+func (n *node) run(ctx context.Context, stopped chan struct{}, kubeletAPI *http.Server) {
 	defer close(stopped)
+	defer func() { _ = kubeletAPI.Close() }()
 	logger := klog.FromContext(ctx).WithValues("node", n.name)
 	factory := informers.NewSharedInformerFactoryWithOptions(n.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", n.name).String()
@@ -266,10 +273,11 @@ func (n *node) updateNodeStatus(ctx context.Context, node *corev1.Node) error {
 		conds = append(conds, corev1.NodeCondition{Type: t, Status: corev1.ConditionFalse, Reason: "KubeletHas" + "No" + string(t), LastHeartbeatTime: now, LastTransitionTime: now})
 	}
 	node.Status = corev1.NodeStatus{
-		Capacity:    n.allocatable(),
-		Allocatable: n.allocatable(),
-		Conditions:  conds,
-		Addresses:   []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: GatewayIP}, {Type: corev1.NodeHostName, Address: n.name}},
+		Capacity:        n.allocatable(),
+		Allocatable:     n.allocatable(),
+		Conditions:      conds,
+		Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: GatewayIP}, {Type: corev1.NodeHostName, Address: n.name}},
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(n.kubeletPort())}},
 		NodeInfo: corev1.NodeSystemInfo{
 			KubeletVersion:          n.cfg.KubernetesVersion,
 			ContainerRuntimeVersion: "localcluster://" + n.cfg.KubernetesVersion,

@@ -25,8 +25,10 @@ type pki struct {
 func (p pki) path(name string) string { return filepath.Join(p.dir, name) }
 
 // generate writes a cluster CA, the kube-apiserver serving certificate (for
-// the given IPs and the kubernetes Service names), an admin client
-// certificate (group system:masters) and the ServiceAccount signing key.
+// the given IPs and the kubernetes Service names), the node agents' kubelet
+// serving certificate (for the first IP) and kube-apiserver's client
+// certificate for them, an admin client certificate (group system:masters)
+// and the ServiceAccount signing key.
 func (p pki) generate(apiserverIPs []net.IP, domain string) error {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return err
@@ -41,6 +43,14 @@ func (p pki) generate(apiserverIPs []net.IP, domain string) error {
 	dnsNames := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + domain}
 	ips := append([]net.IP{net.ParseIP("127.0.0.1")}, apiserverIPs...)
 	if err := p.issue("apiserver", caCert, caKey, pkix.Name{CommonName: "kube-apiserver"}, dnsNames, ips, x509.ExtKeyUsageServerAuth); err != nil {
+		return err
+	}
+	// The node agents serve the kubelet API on the gateway; kube-apiserver
+	// verifies them and they accept only its client certificate.
+	if err := p.issue("kubelet", caCert, caKey, pkix.Name{CommonName: "localcluster-kubelet"}, []string{"localhost"}, apiserverIPs[:1], x509.ExtKeyUsageServerAuth); err != nil {
+		return err
+	}
+	if err := p.issue("apiserver-kubelet-client", caCert, caKey, pkix.Name{CommonName: kubeletClientCN}, nil, nil, x509.ExtKeyUsageClientAuth); err != nil {
 		return err
 	}
 	if err := p.issue("admin", caCert, caKey, pkix.Name{CommonName: "localcluster-admin", Organization: []string{"system:masters"}}, nil, nil, x509.ExtKeyUsageClientAuth); err != nil {

@@ -92,14 +92,17 @@ func Start(root string) (*Env, func(), error) {
 	return env, stop, nil
 }
 
-// ContainerLog reads a container's log from the node agent's pod directory
-// (the local cluster serves no kubelet API for `kubectl logs`).
+// ContainerLog reads every run's log of a container from the node agents'
+// pod directories: unlike `kubectl logs`, it has the runs before the
+// previous one and the Pods already deleted.
 func (e *Env) ContainerLog(ns, pod, container string) string {
-	matches, _ := filepath.Glob(filepath.Join(e.StateDir, "pods", ns+"_"+pod+"_*", container+".log"))
+	pods, _ := filepath.Glob(filepath.Join(e.StateDir, "pods", ns+"_"+pod+"_*"))
 	var out bytes.Buffer
-	for _, m := range matches {
-		data, _ := os.ReadFile(m)
-		out.Write(data)
+	for _, dir := range pods {
+		for _, m := range localcluster.ContainerLogFiles(dir, container) {
+			data, _ := os.ReadFile(m)
+			out.Write(data)
+		}
 	}
 	return out.String()
 }
@@ -202,13 +205,9 @@ func (e *Env) DumpOnFailure(t testing.TB, ns string) {
 			}
 		}
 		var operator bytes.Buffer
-		matches, _ := filepath.Glob(filepath.Join(e.StateDir, "pods", "etcd-operator-system_*", "manager.log"))
-		for _, m := range matches {
-			data, _ := os.ReadFile(m)
-			for line := range strings.Lines(string(data)) {
-				if strings.Contains(line, ns) {
-					operator.WriteString(line)
-				}
+		for line := range strings.Lines(e.ContainerLog("etcd-operator-system", "*", "manager")) {
+			if strings.Contains(line, ns) {
+				operator.WriteString(line)
 			}
 		}
 		t.Logf("dump: the operator about %s:\n%s", ns, tail(operator.String(), 60))
