@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/etcd"
 )
 
 // Scheme holds the kinds the plugin reads: EtcdClusters, EtcdTenants,
@@ -46,6 +47,10 @@ type Options struct {
 	// Width is the terminal width of Out, 0 when Out is not a terminal
 	// (then tables are never narrowed nor messages wrapped).
 	Width func() int
+	// ForwardPort reaches a Pod's port (status --live).
+	ForwardPort PortForwarder
+	// NewEtcdClient connects to etcd (status --live).
+	NewEtcdClient func(etcd.Config) (etcd.Client, error)
 }
 
 // NewCommand is the kubectl etcd root command, reaching the cluster with
@@ -71,6 +76,14 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		},
 		Now:   time.Now,
 		Width: func() int { return terminalWidth(streams.Out) },
+		ForwardPort: func(ctx context.Context, namespace, pod string, port int) (string, func(), error) {
+			cfg, err := flags.ToRESTConfig()
+			if err != nil {
+				return "", nil, err
+			}
+			return forwardPort(cfg)(ctx, namespace, pod, port)
+		},
+		NewEtcdClient: etcd.New,
 	}
 	cmd := newRootCommand(o)
 	flags.AddFlags(cmd.PersistentFlags())

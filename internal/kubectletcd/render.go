@@ -53,7 +53,11 @@ func renderStatus(w io.Writer, v StatusView, width int, now time.Time) error {
 	}
 
 	p.linef("")
-	p.linef("Members:")
+	if v.Live {
+		p.linef("Members (read from etcd now):")
+	} else {
+		p.linef("Members:")
+	}
 	if len(v.Members) == 0 {
 		p.linef("  none yet")
 		notes(p, v, width, now)

@@ -37,6 +37,9 @@ type StatusView struct {
 	Members            []MemberView       `json:"members"`
 	// PodsUnavailable says why Pod, node and restarts are missing.
 	PodsUnavailable string `json:"podsUnavailable,omitempty"`
+	// Live is set when Members and ClusterID were read from etcd itself
+	// (--live), not from the status the operator keeps.
+	Live bool `json:"live,omitempty"`
 }
 
 // MemberView is one member: what the operator last observed of it in
@@ -192,15 +195,22 @@ func podState(p *corev1.Pod) string {
 
 // view reads a cluster and its member Pods. Pods the user may not list
 // leave their columns empty instead of failing the command.
-func (s *session) view(ctx context.Context, name string) (StatusView, error) {
+// With live, the members are read from etcd itself (liveView), which
+// needs the Pods.
+func (s *session) view(ctx context.Context, name string, live bool) (StatusView, error) {
 	c, err := s.getCluster(ctx, name)
 	if err != nil {
 		return StatusView{}, err
 	}
 	pods := &corev1.PodList{}
 	err = s.client.List(ctx, pods, client.InNamespace(s.namespace), client.MatchingLabels{etcdv1alpha1.LabelCluster: c.Name})
-	if err != nil {
+	switch {
+	case err != nil && live:
+		return StatusView{}, apiError(err, "list", resourcePods, "pods", "", s.namespace)
+	case err != nil:
 		return buildView(c, nil, apiError(err, "list", resourcePods, "pods", "", s.namespace)), nil
+	case live:
+		return s.liveView(ctx, c, pods.Items, buildView(c, pods.Items, nil))
 	}
 	return buildView(c, pods.Items, nil), nil
 }
@@ -241,8 +251,14 @@ func printObject(w io.Writer, output string, v any) error {
 	return err
 }
 
+// addLiveFlag adds --live: members read from etcd itself.
+func addLiveFlag(cmd *cobra.Command, live *bool) {
+	cmd.Flags().BoolVar(live, "live", false, "Read the members from etcd itself, through a port-forward to each member Pod, instead of from the status the operator keeps (needs get on the cluster's client Secrets and create on pods/portforward).")
+}
+
 func newStatusCommand(o *Options) *cobra.Command {
 	var output string
+	var live bool
 	cmd := &cobra.Command{
 		Use:   "status NAME",
 		Short: "Show an EtcdCluster on one screen: conditions, version, endpoints and members",
@@ -253,7 +269,7 @@ narrow terminal the least needed member columns are left out; -o wide
 shows them all.`,
 		Args: oneName("EtcdCluster"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, v, err := o.viewFor(cmd, output, args[0])
+			s, v, err := o.viewFor(cmd, output, args[0], live)
 			if err != nil {
 				return err
 			}
@@ -264,12 +280,13 @@ shows them all.`,
 		},
 	}
 	addOutputFlag(cmd, &output)
+	addLiveFlag(cmd, &live)
 	return cmd
 }
 
 // viewFor checks the output format, opens a session and reads the view of
 // the EtcdCluster name: what status and members start from.
-func (o *Options) viewFor(cmd *cobra.Command, output, name string) (*session, StatusView, error) {
+func (o *Options) viewFor(cmd *cobra.Command, output, name string, live bool) (*session, StatusView, error) {
 	if err := checkOutput(output); err != nil {
 		return nil, StatusView{}, err
 	}
@@ -277,7 +294,7 @@ func (o *Options) viewFor(cmd *cobra.Command, output, name string) (*session, St
 	if err != nil {
 		return nil, StatusView{}, err
 	}
-	v, err := s.view(cmd.Context(), name)
+	v, err := s.view(cmd.Context(), name, live)
 	if err != nil {
 		return nil, StatusView{}, err
 	}
@@ -286,12 +303,13 @@ func (o *Options) viewFor(cmd *cobra.Command, output, name string) (*session, St
 
 func newMembersCommand(o *Options) *cobra.Command {
 	var output string
+	var live bool
 	cmd := &cobra.Command{
 		Use:   "members NAME",
 		Short: "List an EtcdCluster's members: role, health, database size, raft index, Pod",
 		Args:  oneName("EtcdCluster"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, v, err := o.viewFor(cmd, output, args[0])
+			s, v, err := o.viewFor(cmd, output, args[0], live)
 			if err != nil {
 				return err
 			}
@@ -305,6 +323,7 @@ func newMembersCommand(o *Options) *cobra.Command {
 		},
 	}
 	addOutputFlag(cmd, &output)
+	addLiveFlag(cmd, &live)
 	return cmd
 }
 

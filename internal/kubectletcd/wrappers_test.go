@@ -137,6 +137,13 @@ type result struct {
 // width columns wide (0: not a terminal).
 func runCommand(t *testing.T, objs []client.Object, funcs *interceptor.Funcs, width int, args ...string) result {
 	t.Helper()
+	return runCommandWith(t, objs, funcs, width, nil, args...)
+}
+
+// runCommandWith is runCommand with the options changed by edit, when not
+// nil.
+func runCommandWith(t *testing.T, objs []client.Object, funcs *interceptor.Funcs, width int, edit func(*Options), args ...string) result {
+	t.Helper()
 	// A tracker without managed fields: the fake client's field manager
 	// cannot convert the uint64 raft fields of a member status.
 	scheme := Scheme()
@@ -153,6 +160,9 @@ func runCommand(t *testing.T, objs []client.Object, funcs *interceptor.Funcs, wi
 		Namespace: func() (string, error) { return testNamespace, nil },
 		Now:       func() time.Time { return testNow },
 		Width:     func() int { return width },
+	}
+	if edit != nil {
+		edit(o)
 	}
 	cmd := newRootCommand(o)
 	cmd.SetArgs(args)
