@@ -3,13 +3,20 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
@@ -136,4 +143,108 @@ func TestPluginMoveLeaderAndDefrag(t *testing.T) {
 	if _, err := cli.Put(cctx, "/after-defrag", "yes"); err != nil {
 		t.Errorf("write after the defragmentation: %v", err)
 	}
+}
+
+// kubectl runs the local cluster's kubectl and returns its combined
+// output and error.
+func kubectl(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, env.Bin("kubectl-v1.37.2"), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig())
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// assertPluginShowsMembers checks kubectl etcd status and members, from
+// the operator's status and --live from etcd itself, against the member
+// list root reads from etcd: the same names and IDs, every member
+// healthy, one leader.
+func assertPluginShowsMembers(ctx context.Context, t *testing.T, ns, name string, root *clientv3.Client) {
+	t.Helper()
+	resp, err := root.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for _, m := range resp.Members {
+		want[m.Name] = fmt.Sprintf("%016x", m.ID)
+	}
+	check := func(members []kubectletcd.MemberView) error {
+		leaders := 0
+		got := map[string]string{}
+		for _, m := range members {
+			got[m.Name] = m.ID
+			if m.Healthy == nil || !*m.Healthy {
+				return fmt.Errorf("%s is not shown healthy (%s)", m.Name, m.LastError)
+			}
+			if m.Role == "leader" {
+				leaders++
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) || leaders != 1 {
+			return fmt.Errorf("members %v with %d leaders, etcd lists %v", got, leaders, want)
+		}
+		return nil
+	}
+	support.Eventually(t, 30*time.Second, "kubectl etcd status to show etcd's members", func() error {
+		var v kubectletcd.StatusView
+		if err := json.Unmarshal([]byte(kubectlEtcd(ctx, t, ns, "status", name, "-o", "json")), &v); err != nil {
+			return err
+		}
+		return check(v.Members)
+	})
+	var live []kubectletcd.MemberView
+	if err := json.Unmarshal([]byte(kubectlEtcd(ctx, t, ns, "members", name, "--live", "-o", "json")), &live); err != nil {
+		t.Fatal(err)
+	}
+	if err := check(live); err != nil {
+		t.Errorf("kubectl etcd members --live: %v", err)
+	}
+	if out := kubectlEtcd(ctx, t, ns, "status", name, "--live"); !strings.Contains(out, "Members (read from etcd now):") {
+		t.Errorf("kubectl etcd status --live does not say its members are read from etcd:\n%s", out)
+	}
+}
+
+// assertPluginCredentials runs the etcdctl command line kubectl etcd
+// credentials prints for a tenant, as printed but for the path of
+// etcdctl, in a Pod of the namespace (where the cluster's Service name
+// resolves) that holds the tenant's Secret where --dir put its files: it
+// writes and reads under the tenant's prefix and is refused outside it.
+func assertPluginCredentials(ctx context.Context, t *testing.T, ns, tenant, prefix string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "creds")
+	line := strings.TrimSpace(kubectlEtcd(ctx, t, ns, "credentials", tenant, "--dir", dir))
+	secret := awaitTenantSecret(ctx, t, ns, tenant)
+	for _, f := range []string{"ca.crt", "tls.crt", "tls.key"} {
+		if data, err := os.ReadFile(filepath.Join(dir, f)); err != nil || !bytes.Equal(data, secret.Data[f]) {
+			t.Errorf("%s written by credentials --dir differs from the tenant's Secret (%v)", f, err)
+		}
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenant + "-etcdctl"},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers: []corev1.Container{{
+				Name: "main", Image: "busybox:1.36", Command: []string{"sleep", "3600"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "creds", MountPath: dir, ReadOnly: true}},
+			}},
+			Volumes: []corev1.Volume{{Name: "creds", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret.Name}}}},
+		},
+	}
+	if err := k8sClient.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	etcdctl := env.Bin("etcdctl-v3.6.16") + strings.TrimPrefix(line, "etcdctl")
+	script := fmt.Sprintf("%s put %splugin yes && %s get %splugin --print-value-only", etcdctl, prefix, etcdctl, prefix)
+	support.Eventually(t, time.Minute, "the printed etcdctl command line to work in a Pod", func() error {
+		out, err := kubectl(ctx, "exec", "-n", ns, pod.Name, "--", "sh", "-c", script)
+		if err != nil || out != "OK\nyes\n" {
+			return fmt.Errorf("%v: %q", err, out)
+		}
+		return nil
+	})
+	out, err := kubectl(ctx, "exec", "-n", ns, pod.Name, "--", "sh", "-c", etcdctl+" put /outside-"+tenant+" x")
+	if err == nil || !strings.Contains(out, "permission denied") {
+		t.Errorf("the printed command line writing outside %s: %v, %q; want permission denied", prefix, err, out)
+	}
+	_ = k8sClient.Delete(ctx, pod)
 }

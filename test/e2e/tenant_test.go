@@ -116,6 +116,11 @@ func TestTenantsShareACluster(t *testing.T) {
 		t.Errorf("no keys under a tenant's prefix: %d and %d", countA, countB)
 	}
 
+	// kubectl etcd on this cluster: its members, from the status and live
+	// from etcd, and tenant-b's credentials (a certificate and a password).
+	assertPluginShowsMembers(ctx, t, ns, "shared", root)
+	assertPluginCredentials(ctx, t, ns, "tenant-b", "/control-planes/b/")
+
 	// A prefix inside tenant-a's is refused, and the refused tenant holds
 	// no access. It comes with the user and role a pass gives a tenant
 	// that is not refused (as when two tenants are created in the same
