@@ -56,8 +56,9 @@ func awaitNoAnnotation(ctx context.Context, t *testing.T, key client.ObjectKey, 
 }
 
 // TestPluginMoveLeaderAndDefrag asks the operator, with kubectl etcd, to
-// move etcd's leadership to a follower and then to defragment every
-// member of a 3-member cluster: etcd itself names the follower as its
+// move etcd's leadership to a follower while the cluster is paused, then
+// resumes it, and then to defragment every member of a 3-member cluster:
+// nothing moves while paused, then etcd itself names the follower as its
 // leader, and each member is reported Defragmented once for the request.
 func TestPluginMoveLeaderAndDefrag(t *testing.T) {
 	t.Parallel()
@@ -89,9 +90,28 @@ func TestPluginMoveLeaderAndDefrag(t *testing.T) {
 		t.Fatalf("no follower among the members %v (leader %x)", ids, was)
 	}
 
-	start := time.Now()
+	// Paused, the operator holds the request.
+	if out := kubectlEtcd(ctx, t, key.Namespace, "pause", key.Name); !strings.Contains(out, "paused: the operator changes nothing of it") {
+		t.Fatalf("pause printed %q", out)
+	}
+	var v kubectletcd.StatusView
+	if err := json.Unmarshal([]byte(kubectlEtcd(ctx, t, key.Namespace, "status", key.Name, "-o", "json")), &v); err != nil || !v.Paused {
+		t.Fatalf("status of a paused cluster: paused=%v (%v)", v.Paused, err)
+	}
 	if out := kubectlEtcd(ctx, t, key.Namespace, "move-leader", key.Name, "--to", target); !strings.Contains(out, "asked the operator to move leadership to "+target) {
 		t.Fatalf("move-leader printed %q", out)
+	}
+	time.Sleep(10 * time.Second)
+	if l, err := leader(); err != nil || l != was {
+		t.Fatalf("leader %x (%v) while paused, want %x still", l, err, was)
+	}
+	c := &etcdv1alpha1.EtcdCluster{}
+	if err := k8sClient.Get(ctx, key, c); err != nil || c.Annotations[etcdv1alpha1.AnnotationMoveLeader] != target {
+		t.Fatalf("the request did not wait while paused: annotations %v (%v)", c.Annotations, err)
+	}
+	start := time.Now()
+	if out := kubectlEtcd(ctx, t, key.Namespace, "resume", key.Name); !strings.Contains(out, "resumed") {
+		t.Fatalf("resume printed %q", out)
 	}
 	support.Eventually(t, time.Minute, "etcd to name "+target+" its leader", func() error {
 		l, err := leader()
@@ -103,7 +123,7 @@ func TestPluginMoveLeaderAndDefrag(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("leadership moved to %s %s after the request", target, time.Since(start).Round(100*time.Millisecond))
+	t.Logf("leadership moved to %s %s after the resume", target, time.Since(start).Round(100*time.Millisecond))
 	awaitNoAnnotation(ctx, t, key, 30*time.Second, etcdv1alpha1.AnnotationMoveLeader)
 
 	start = time.Now()
