@@ -45,4 +45,3 @@ func connectMembers(ctx context.Context, reader client.Reader, connect EtcdClien
 	}
 	return connect(ctx, c, memberURLs(c, podNames(pods)))
 }
-

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -260,19 +259,6 @@ type maintenance struct {
 	held []string
 }
 
-// defaultQuotaBackendBytes is etcd's own default quota.
-const defaultQuotaBackendBytes = 2 << 30
-
-// quotaBackendBytes is the quota the members run with.
-func quotaBackendBytes(c *etcdv1alpha1.EtcdCluster) int64 {
-	if v, ok := c.Spec.Options["quota-backend-bytes"]; ok {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
-			return n
-		}
-	}
-	return defaultQuotaBackendBytes
-}
-
 // planMaintenance decides the next step of maintenance, re-derived each
 // pass from etcd and the annotations, so it resumes after a restart:
 // the first request of the annotations that can be carried out
@@ -316,7 +302,7 @@ func planUpkeep(c *etcdv1alpha1.EtcdCluster, p probe) maintenance {
 	for _, st := range p.statuses {
 		byID[st.MemberID] = st
 	}
-	threshold, minSize, quota := int64(c.FragmentationThresholdPercent()), c.MinDefragmentationSize(), quotaBackendBytes(c)
+	threshold, minSize, quota := int64(c.FragmentationThresholdPercent()), c.MinDefragmentationSize(), c.QuotaBackendBytes()
 	// fragmented hold free space past the threshold; crowded, under
 	// NOSPACE, have files near the quota with some free space: etcd
 	// compares the file, not the live data, with the quota, so a file

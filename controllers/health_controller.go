@@ -2,10 +2,12 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,9 +30,6 @@ const HealthFieldManager = "etcd-operator-health"
 // DefaultProbeInterval is how often the health reconciler probes a
 // cluster when nothing else prompts it.
 const DefaultProbeInterval = 10 * time.Second
-
-// defragmentTimeout bounds one member's defragmentation.
-const defragmentTimeout = 2 * time.Minute
 
 // +kubebuilder:rbac:groups=etcd.aenix.io,resources=etcdclusters,verbs=get;list;watch;patch
 
@@ -66,6 +65,9 @@ func (r *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 	}
 	pods, err := memberPods(ctx, r.Client, cluster)
 	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.clearStaleMarks(ctx, cluster, pods); err != nil {
 		return ctrl.Result{}, err
 	}
 	endpoints := memberURLs(cluster, podNames(pods))
@@ -151,7 +153,13 @@ func (r *HealthReconciler) etcdStep(ctx context.Context, c *etcdv1alpha1.EtcdClu
 		logger.Info("Compacted", "revision", rev)
 		r.event(c, corev1.EventTypeNormal, "Compacted", "Compacted the key space to revision %d (%s)", rev, m.reason)
 	case maintDefragment:
-		dctx, cancel := context.WithTimeout(ctx, defragmentTimeout)
+		// The member serves nothing until done: the mark keeps the
+		// topology reconciler from replacing it for that.
+		if err := r.markDefragmenting(ctx, c, m.member, true); err != nil {
+			return err
+		}
+		defer func() { _ = r.markDefragmenting(context.WithoutCancel(ctx), c, m.member, false) }()
+		dctx, cancel := context.WithTimeout(ctx, c.DefragmentBudget())
 		defer cancel()
 		start := time.Now()
 		if err := ec.Defragment(dctx, m.endpoint); err != nil {
@@ -173,6 +181,38 @@ func (r *HealthReconciler) etcdStep(ctx context.Context, c *etcdv1alpha1.EtcdClu
 		}
 		logger.Info("Disarmed alarm", "alarm", m.alarm.Type)
 		r.event(c, corev1.EventTypeNormal, "AlarmDisarmed", "Disarmed %s of member %s: %s", m.alarm.Type, etcd.FormatID(m.alarm.MemberID), m.reason)
+	}
+	return nil
+}
+
+// markDefragmenting sets, or with on false removes, the annotation
+// AnnotationDefragmenting on the Pod of member.
+func (r *HealthReconciler) markDefragmenting(ctx context.Context, c *etcdv1alpha1.EtcdCluster, member string, on bool) error {
+	var value any // null removes it
+	if on {
+		value = time.Now().UTC().Format(time.RFC3339)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{etcdv1alpha1.AnnotationDefragmenting: value}}})
+	if err != nil {
+		return err
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: member}}
+	if err := r.Patch(ctx, pod, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("marking the Pod of %s as defragmenting (%v): %w", member, on, err)
+	}
+	return nil
+}
+
+// clearStaleMarks removes the AnnotationDefragmenting a pass left when
+// it stopped mid-defragmentation: passes of a cluster run one at a time,
+// so at the start of one, no defragmentation of the operator's runs.
+func (r *HealthReconciler) clearStaleMarks(ctx context.Context, c *etcdv1alpha1.EtcdCluster, pods []*corev1.Pod) error {
+	for _, p := range pods {
+		if _, ok := p.Annotations[etcdv1alpha1.AnnotationDefragmenting]; ok {
+			if err := r.markDefragmenting(ctx, c, p.Name, false); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

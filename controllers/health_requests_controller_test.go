@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -213,5 +214,66 @@ func TestDefragmentRequestChangedMeanwhile(t *testing.T) {
 	}
 	if got := w.cluster().Annotations[etcdv1alpha1.AnnotationDefragment]; got != "r-2" {
 		t.Errorf("request = %q, want the new one, r-2", got)
+	}
+}
+
+// watchedDefrag is the fake etcd, whose Defragment calls during first.
+type watchedDefrag struct {
+	unclosable
+	during func(endpoint string)
+}
+
+func (w watchedDefrag) Defragment(ctx context.Context, endpoint string) error {
+	w.during(endpoint)
+	return w.unclosable.Defragment(ctx, endpoint)
+}
+
+// TestDefragmentMarksThePod: while the operator defragments a member,
+// its Pod says so (the topology reconciler does not replace it for not
+// answering), and not after; a mark left by a pass that stopped midway
+// is removed by the next pass.
+func TestDefragmentMarksThePod(t *testing.T) {
+	t.Parallel()
+	w := newRequestWorld(t, map[string]string{etcdv1alpha1.AnnotationDefragment: "r-1"}, nil)
+	annotation := func(name string) (string, bool) {
+		pod := &corev1.Pod{}
+		if err := w.api.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: name}, pod); err != nil {
+			t.Fatal(err)
+		}
+		v, ok := pod.Annotations[etcdv1alpha1.AnnotationDefragmenting]
+		return v, ok
+	}
+	marked := map[string]string{}
+	w.r.NewEtcdClient = func(context.Context, *etcdv1alpha1.EtcdCluster, []string) (etcd.Client, error) {
+		return watchedDefrag{unclosable{w.etcd}, func(string) {
+			for _, name := range []string{"r-0", "r-1", "r-2"} {
+				if v, ok := annotation(name); ok {
+					marked[name] = v
+				}
+			}
+		}}, nil
+	}
+	w.pass()
+	if len(w.etcd.CallsOf(fake.Defragment)) != 1 {
+		t.Fatalf("defragmentations: %v", w.etcd.CallsOf(fake.Defragment))
+	}
+	if since, err := time.Parse(time.RFC3339, marked["r-1"]); len(marked) != 1 || err != nil || time.Since(since) > time.Minute {
+		t.Errorf("Pods marked during the defragmentation of r-1: %v", marked)
+	}
+	if v, ok := annotation("r-1"); ok {
+		t.Errorf("r-1 is still marked %s after its defragmentation", v)
+	}
+
+	stale := &corev1.Pod{}
+	if err := w.api.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "r-2"}, stale); err != nil {
+		t.Fatal(err)
+	}
+	stale.Annotations = map[string]string{etcdv1alpha1.AnnotationDefragmenting: time.Now().UTC().Format(time.RFC3339)}
+	if err := w.api.Update(context.Background(), stale); err != nil {
+		t.Fatal(err)
+	}
+	w.pass()
+	if v, ok := annotation("r-2"); ok {
+		t.Errorf("a mark left by a stopped pass stays: %s", v)
 	}
 }

@@ -522,7 +522,7 @@ func unhealthyVoter(o observed, voters []etcd.Member) (etcd.Member, time.Time, b
 	var earliest time.Time
 	for _, m := range voters {
 		p, ok := o.pods[memberName(o.cluster, m)]
-		if !ok || o.healthy[m.ID] {
+		if !ok || o.healthy[m.ID] || defragmenting(p, o.cluster.DefragmentBudget(), o.now) {
 			continue
 		}
 		if since := notReadySince(p); !since.IsZero() && (earliest.IsZero() || since.Before(earliest)) {
@@ -530,6 +530,14 @@ func unhealthyVoter(o observed, voters []etcd.Member) (etcd.Member, time.Time, b
 		}
 	}
 	return found, earliest, !earliest.IsZero()
+}
+
+// defragmenting tells whether the operator began to defragment the
+// member of Pod p less than budget before now: it serves nothing until
+// done, and is not unhealthy for that.
+func defragmenting(p *corev1.Pod, budget time.Duration, now time.Time) bool {
+	since, err := time.Parse(time.RFC3339, p.Annotations[etcdv1alpha1.AnnotationDefragmenting])
+	return err == nil && now.Sub(since) < budget
 }
 
 // notReadySince is when a Pod stopped being Ready (its creation when it

@@ -68,6 +68,9 @@ type world struct {
 	noted   map[string]string
 	// unhealthyAfter is spec.unhealthyMemberTimeout when set.
 	unhealthyAfter time.Duration
+	// defragmenting is, for each Pod the operator is defragmenting, how
+	// long ago it began.
+	defragmenting map[string]time.Duration
 }
 
 func (w world) observed() observed {
@@ -123,6 +126,9 @@ func (w world) observed() observed {
 					pod.Annotations[etcdv1alpha1.AnnotationLearnerProgress] = index + "@" + o.now.Add(-d).UTC().Format(time.RFC3339)
 				}
 			}
+		}
+		if ago, ok := w.defragmenting[p]; ok {
+			pod.Annotations[etcdv1alpha1.AnnotationDefragmenting] = o.now.Add(-ago).UTC().Format(time.RFC3339)
 		}
 		if w.untrusting != nil {
 			o.trustHash = "bundle"
@@ -262,6 +268,10 @@ func TestPlan(t *testing.T) {
 		{"claim member whose Pod was deleted: recreate it", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0"}, actCreatePod, "a-1"},
 		{"a member unhealthy past the timeout is replaced", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", sick: []string{"a-1"}, unready: []string{"a-1"}}, actRemove, "a-1"},
 		{"a Pod not Ready whose member answers stays", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", unready: []string{"a-1"}}, actNone, ""},
+		{"a member unhealthy past the timeout while defragmenting is left to finish", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", sick: []string{"a-1"}, unready: []string{"a-1"}, unhealthyAfter: time.Second,
+			defragmenting: map[string]time.Duration{"a-1": 3 * time.Minute}}, actNone, ""},
+		{"a member defragmenting for longer than the budget is replaced", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", sick: []string{"a-1"}, unready: []string{"a-1"},
+			defragmenting: map[string]time.Duration{"a-1": 4 * time.Minute}}, actRemove, "a-1"},
 		{"a member unhealthy within the timeout: wait for it", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", sick: []string{"a-1"}, oldPods: true, notReadyFor: time.Minute, unready: []string{"a-1"}}, actWait, "a-1"},
 		{"replacing an unhealthy member would cost quorum: blocked", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", sick: []string{"a-1", "a-2"}, unready: []string{"a-1", "a-2"}}, actBlocked, "a-1"},
 		{"a removed member's Pod on a lost node is deleted at once", world{replicas: 3, voters: []string{"a-0", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", lost: []string{"a-1"}, deleting: []string{"a-1"}}, actDeletePod, "a-1"},

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -236,6 +237,18 @@ func dataVolume(c *etcdv1alpha1.EtcdCluster, member string) corev1.Volume {
 	return v
 }
 
+// livenessPeriod is how often the kubelet asks a member's /livez, in
+// seconds.
+const livenessPeriod = 10
+
+// livenessFailures is how many failed liveness probes in a row restart
+// a member: enough to span the cluster's DefragmentBudget, and at least
+// three.
+func livenessFailures(c *etcdv1alpha1.EtcdCluster) int32 {
+	period := livenessPeriod * time.Second
+	return max(3, int32((c.DefragmentBudget()+period-1)/period))
+}
+
 // etcdContainer is the operator's etcd container before the template's
 // etcd container is merged into it.
 func etcdContainer(c *etcdv1alpha1.EtcdCluster, m Member) corev1.Container {
@@ -265,8 +278,10 @@ func etcdContainer(c *etcdv1alpha1.EtcdCluster, m Member) corev1.Container {
 		},
 		// A member may need a while to replay its log or catch up: the
 		// startup probe gives it five minutes before liveness counts.
+		// /livez waits on the database, which a defragmentation holds:
+		// liveness lets the longest one run (DefragmentBudget).
 		StartupProbe:   probe("/livez", 5, 60),
-		LivenessProbe:  probe("/livez", 10, 3),
+		LivenessProbe:  probe("/livez", livenessPeriod, livenessFailures(c)),
 		ReadinessProbe: probe("/readyz", 5, 3),
 		VolumeMounts:   operatorMounts(c),
 	}

@@ -72,6 +72,33 @@ func TestMemberPodIdentity(t *testing.T) {
 	checkEqual(t, etcd.VolumeMounts, []corev1.VolumeMount{{Name: DataVolumeName, MountPath: DataDir}})
 }
 
+// TestLivenessSpansADefragmentation: etcd's /livez fails while the
+// member defragments, so the kubelet must not restart it sooner than the
+// defragmentation of a full database may take.
+func TestLivenessSpansADefragmentation(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		quota    string
+		failures int32
+		atLeastS int64
+	}{
+		{"", 21, 204},           // etcd's 2 GiB at 10 MiB/s
+		{"8589934592", 82, 819}, // 8 GiB, etcd's largest
+		{"16777216", 6, 60},     // 16 MiB: the budget's minute
+	} {
+		c := newCluster("a").obj()
+		if tc.quota != "" {
+			c.Spec.Options = map[string]string{"quota-backend-bytes": tc.quota}
+		}
+		p := MemberPod(c, seedMember).Spec.Containers[0].LivenessProbe
+		tolerated := int64(p.PeriodSeconds) * int64(p.FailureThreshold)
+		if p.FailureThreshold != tc.failures || tolerated < tc.atLeastS || tolerated < int64(c.DefragmentBudget().Seconds()) {
+			t.Errorf("quota %q: liveness %d failures every %d s (%d s), want %d failures, at least %d s and the defragmentation budget %s",
+				tc.quota, p.FailureThreshold, p.PeriodSeconds, tolerated, tc.failures, tc.atLeastS, c.DefragmentBudget())
+		}
+	}
+}
+
 func TestClusterToken(t *testing.T) {
 	t.Parallel()
 	c := newCluster("a").obj()
