@@ -3,8 +3,9 @@
 //
 //	localcluster up [--detach] [--nodes N]   start it (foreground, or in the background)
 //	localcluster down                        stop it and remove what it created
-//	localcluster fault ACTION [flags]        inject a fault (kill, pause, resume, delete-pod,
-//	                                         wipe, fill, free, cut, heal, stop-node, start-node)
+//	localcluster fault ACTION [flags]        inject a fault (kill, pause, resume, throttle,
+//	                                         unthrottle, delete-pod, wipe, fill, free, cut,
+//	                                         heal, stop-node, start-node)
 //	localcluster kubeconfig                  print the admin kubeconfig's path
 package main
 

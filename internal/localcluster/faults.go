@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -36,6 +37,13 @@ const (
 	FaultFill = "fill"
 	// FaultFree removes what FaultFill wrote to a pod's volume.
 	FaultFree = "free"
+	// FaultThrottle holds a container's process to a tenth of a CPU (a
+	// cgroup's CPU quota), as a slow or starved machine would: it runs,
+	// ten times slower. It lasts until FaultUnthrottle or the process
+	// ends.
+	FaultThrottle = "throttle"
+	// FaultUnthrottle gives a throttled container its CPU back.
+	FaultUnthrottle = "unthrottle"
 	// FaultCut takes a pod off the network.
 	FaultCut = "cut"
 	// FaultHeal puts a cut pod back on the network.
@@ -84,6 +92,22 @@ func (c *Cluster) inject(ctx context.Context, f Fault) error {
 		}
 		sig := map[string]syscall.Signal{FaultKill: syscall.SIGKILL, FaultPause: syscall.SIGSTOP, FaultResume: syscall.SIGCONT}[f.Action]
 		return ctr.signal(sig)
+	case FaultThrottle, FaultUnthrottle:
+		ctr, err := w.findContainer(f.Container)
+		if err != nil {
+			return err
+		}
+		ctr.mu.Lock()
+		pid, running := ctr.pid, ctr.running
+		ctr.mu.Unlock()
+		group := filepath.Join(cpuCgroupRoot, "localcluster-"+f.Namespace+"-"+f.Pod+"-"+ctr.spec.Name)
+		if f.Action == FaultUnthrottle {
+			return unthrottle(group, pid, running)
+		}
+		if !running {
+			return fmt.Errorf("container %s of pod %s/%s is not running", ctr.spec.Name, f.Namespace, f.Pod)
+		}
+		return throttle(group, pid)
 	case FaultCut:
 		return w.net.cut(ctx)
 	case FaultHeal:
@@ -216,6 +240,40 @@ func (f *Faults) Inject(ctx context.Context, fault Fault) error {
 	if resp.StatusCode != http.StatusNoContent {
 		msg, _ := io.ReadAll(resp.Body)
 		return fmt.Errorf("fault %s: %s", fault.Action, bytes.TrimSpace(msg))
+	}
+	return nil
+}
+
+// cpuCgroupRoot is the cgroup v1 CPU controller's hierarchy.
+const cpuCgroupRoot = "/sys/fs/cgroup/cpu"
+
+// throttleQuota is the CPU time a throttled process gets per 100 ms.
+const throttleQuota = "10000"
+
+// throttle moves process pid into the cgroup group, limited to a tenth
+// of a CPU.
+func throttle(group string, pid int) error {
+	if err := os.MkdirAll(group, 0o755); err != nil {
+		return fmt.Errorf("throttling needs the cgroup v1 CPU controller at %s: %w", cpuCgroupRoot, err)
+	}
+	for file, value := range map[string]string{"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": throttleQuota, "cgroup.procs": strconv.Itoa(pid)} {
+		if err := os.WriteFile(filepath.Join(group, file), []byte(value), 0o644); err != nil {
+			return fmt.Errorf("throttling process %d: %w", pid, err)
+		}
+	}
+	return nil
+}
+
+// unthrottle moves process pid, when it runs, back to the root cgroup and
+// removes group.
+func unthrottle(group string, pid int, running bool) error {
+	if running {
+		if err := os.WriteFile(filepath.Join(cpuCgroupRoot, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			return fmt.Errorf("unthrottling process %d: %w", pid, err)
+		}
+	}
+	if err := os.Remove(group); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("removing cgroup %s: %w", group, err)
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -213,5 +215,55 @@ func TestCLIFault(t *testing.T) {
 	out, err = exec.Command(filepath.Join(repoRoot, "bin", "localcluster"), "fault", "kill", "--state-dir", state, "--namespace", ns, "--pod", "missing").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "is not running on any node") {
 		t.Errorf("a fault on a missing pod: err %v, output %q", err, out)
+	}
+}
+
+// TestFaultThrottle: a throttled container runs its loop several times
+// slower, and at its former speed again once unthrottled.
+func TestFaultThrottle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	createPod(ctx, t, ns, busybox("busy", `while true; do s=$(date +%s%N); i=0
+  while [ $i -lt 20000 ]; do i=$((i+1)); done
+  echo "took $(( ($(date +%s%N)-s)/1000000 ))"; done`), false)
+	loops := func() []int {
+		var took []int
+		for line := range strings.Lines(containerLog(t, ns, "busy", "main")) {
+			if ms, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "took "))); err == nil {
+				took = append(took, ms)
+			}
+		}
+		return took
+	}
+	// median5 waits for five loops after the first skip (and one more,
+	// which may have begun before a change) and returns their median in
+	// milliseconds, and how many loops there are.
+	median5 := func(skip int) (int, int) {
+		t.Helper()
+		var took []int
+		eventually(t, 2*time.Minute, "five more loops", func() error {
+			if took = loops(); len(took) < skip+6 {
+				return fmt.Errorf("%d loops", len(took))
+			}
+			return nil
+		})
+		five := slices.Clone(took[skip+1 : skip+6])
+		slices.Sort(five)
+		return five[2], len(took)
+	}
+	free, n := median5(0)
+	fault := localcluster.Fault{Action: localcluster.FaultThrottle, Namespace: ns, Pod: "busy"}
+	inject(ctx, t, fault)
+	throttled, n := median5(n)
+	fault.Action = localcluster.FaultUnthrottle
+	inject(ctx, t, fault)
+	again, _ := median5(n)
+	t.Logf("a loop took %d ms, throttled %d ms, unthrottled %d ms", free, throttled, again)
+	if throttled < 3*free {
+		t.Errorf("throttled, a loop took %d ms, not 3 times its %d ms", throttled, free)
+	}
+	if again*2 > throttled {
+		t.Errorf("unthrottled, a loop took %d ms, not half its throttled %d ms", again, throttled)
 	}
 }
