@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -254,6 +255,135 @@ func TestNoSpaceIsRecovered(t *testing.T) {
 	}
 	if seen["Defragmented"] < 3 {
 		t.Errorf("%d Defragmented events, want one per member", seen["Defragmented"])
+	}
+}
+
+// TestLongDefragmentation fills a 3-member cluster with 1.1 GiB of live
+// data and defragments a follower held to a tenth of a CPU (throttle),
+// with spec.unhealthyMemberTimeout at one second: the follower answers
+// nothing while it rewrites its database, for longer than etcd's usual
+// liveness budget (3 failed /livez 10 s apart) and than the 15 s after
+// which its Pod turns NotReady. It is neither restarted nor replaced:
+// same member ID, same Pod, no restart, and the cluster serves writes.
+func TestLongDefragmentation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	cluster := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"},
+		Spec: etcdv1alpha1.EtcdClusterSpec{
+			Replicas:               ptr.To[int32](3),
+			Options:                map[string]string{"quota-backend-bytes": strconv.Itoa(4 << 30)},
+			UnhealthyMemberTimeout: &metav1.Duration{Duration: time.Second},
+		},
+	}
+	if err := k8sClient.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(cluster)
+	awaitReady(ctx, t, key, 3)
+	cli := etcdClient(ctx, t, ns, key.Name)
+
+	// 1,100 values of 1 MiB, four writers at once.
+	start := time.Now()
+	value := strings.Repeat("v", 1<<20)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; i < 1100; i += 4 {
+				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				_, err := cli.Put(cctx, fmt.Sprintf("/big/%04d", i), value)
+				cancel()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatalf("writing 1.1 GiB: %v", err)
+	}
+	t.Logf("wrote 1.1 GiB in %s", time.Since(start).Round(time.Second))
+
+	ids := memberIDs(ctx, t, cli)
+	status, err := cli.Status(ctx, cli.Endpoints()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	follower := ""
+	for _, name := range []string{"big-1", "big-2", "big-0"} {
+		if ids[name] != status.Leader && follower == "" {
+			follower = name
+		}
+	}
+	before := &corev1.Pod{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: follower}, before); err != nil {
+		t.Fatal(err)
+	}
+	fault := localcluster.Fault{Action: localcluster.FaultThrottle, Namespace: ns, Pod: follower, Container: "etcd"}
+	if err := env.Faults.Inject(ctx, fault); err != nil {
+		t.Fatal(err)
+	}
+	unthrottle := func() {
+		fault.Action = localcluster.FaultUnthrottle
+		_ = env.Faults.Inject(context.Background(), fault)
+	}
+	t.Cleanup(unthrottle)
+
+	start = time.Now()
+	kubectlEtcd(ctx, t, ns, "defrag", key.Name, "--member", follower)
+	notReady := time.Duration(0)
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Second):
+			}
+			p := &corev1.Pod{}
+			if k8sClient.Get(ctx, client.ObjectKeyFromObject(before), p) == nil && !podReady(p) && notReady == 0 {
+				notReady = time.Since(start)
+			}
+		}
+	}()
+	awaitNoAnnotation(ctx, t, key, 15*time.Minute, etcdv1alpha1.AnnotationDefragment)
+	took := time.Since(start)
+	close(stop)
+	<-sampled
+	unthrottle()
+	t.Logf("%s defragmented %s after the request; its Pod turned NotReady after %s", follower, took.Round(time.Second), notReady.Round(time.Second))
+	if took < 30*time.Second {
+		t.Errorf("the defragmentation took %s: too short to outlast etcd's usual liveness budget, the test proves nothing", took.Round(time.Second))
+	}
+
+	after := &corev1.Pod{}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(before), after); err != nil {
+		t.Fatal(err)
+	}
+	if after.UID != before.UID {
+		t.Errorf("the Pod of %s was replaced during its defragmentation", follower)
+	}
+	if b, a := before.Status.ContainerStatuses[0].RestartCount, after.Status.ContainerStatuses[0].RestartCount; a != b {
+		t.Errorf("%s restarted %d times during its defragmentation", follower, a-b)
+	}
+	if v, ok := after.Annotations[etcdv1alpha1.AnnotationDefragmenting]; ok {
+		t.Errorf("%s is still marked defragmenting (%s)", follower, v)
+	}
+	if got := memberIDs(ctx, t, cli); fmt.Sprint(got) != fmt.Sprint(ids) {
+		t.Errorf("members %v after the defragmentation, %v before", got, ids)
+	}
+	awaitReady(ctx, t, key, 3)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := cli.Put(cctx, "/after-defrag", "yes"); err != nil {
+		t.Errorf("write after the defragmentation: %v", err)
 	}
 }
 
