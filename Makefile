@@ -164,7 +164,7 @@ test-report: $(GOTESTSUM) ## The ten slowest tests of the last `make test`.
 .PHONY: bench
 bench: localcluster-binaries $(KUSTOMIZE) ## Measure bootstrap, scaling and recovery times and the operator at rest (medians of BENCH_RUNS runs).
 	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
-		$(GO) run ./hack/bench --runs $(BENCH_RUNS)
+		$(GO) run ./hack/bench --runs $(BENCH_RUNS) $(BENCH_FLAGS)
 
 .PHONY: verify
 verify: manifests generate bundle catalog ## Fail when generated files differ from what the sources produce (catalog/ is validated by opm and our graph lint).
