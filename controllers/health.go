@@ -333,23 +333,27 @@ func planUpkeep(c *etcdv1alpha1.EtcdCluster, p probe) maintenance {
 			return maintenance{kind: maintWait, member: memberName(c, m), reason: "waiting for every member to be healthy before compacting or defragmenting (" + memberName(c, m) + " is not)"}
 		}
 	}
+	// defragmentFirst is the step defragmenting the first of members,
+	// the leader last, for why.
+	defragmentFirst := func(members []etcd.Member, why func(name string, st etcd.Status) string) maintenance {
+		leaderLast(c, members, p.leader)
+		st := byID[members[0].ID]
+		name := memberName(c, members[0])
+		return maintenance{kind: maintDefragment, member: name, endpoint: st.Endpoint, reason: why(name, st)}
+	}
 	if len(fragmented) > 0 {
-		leaderLast(c, fragmented, p.leader)
-		m := fragmented[0]
-		st := byID[m.ID]
-		return maintenance{kind: maintDefragment, member: memberName(c, m), endpoint: st.Endpoint,
-			reason: fmt.Sprintf("%s: %s of its %s database is free", memberName(c, m), sizeOf(st.DBSize-st.DBSizeInUse), sizeOf(st.DBSize))}
+		return defragmentFirst(fragmented, func(name string, st etcd.Status) string {
+			return fmt.Sprintf("%s: %s of its %s database is free", name, sizeOf(st.DBSize-st.DBSizeInUse), sizeOf(st.DBSize))
+		})
 	}
 	if full != "" {
 		return maintenance{kind: maintCompact, member: full,
 			reason: fmt.Sprintf("NOSPACE: live data of %s is at least 80%% of quota-backend-bytes (%s); compacting drops old revisions (if it frees nothing, delete keys or raise quota-backend-bytes)", full, sizeOf(quota))}
 	}
 	if len(crowded) > 0 {
-		leaderLast(c, crowded, p.leader)
-		m := crowded[0]
-		st := byID[m.ID]
-		return maintenance{kind: maintDefragment, member: memberName(c, m), endpoint: st.Endpoint,
-			reason: fmt.Sprintf("NOSPACE: %s's database file (%s) is near quota-backend-bytes (%s) with %s free", memberName(c, m), sizeOf(st.DBSize), sizeOf(quota), sizeOf(st.DBSize-st.DBSizeInUse))}
+		return defragmentFirst(crowded, func(name string, st etcd.Status) string {
+			return fmt.Sprintf("NOSPACE: %s's database file (%s) is near quota-backend-bytes (%s) with %s free", name, sizeOf(st.DBSize), sizeOf(quota), sizeOf(st.DBSize-st.DBSizeInUse))
+		})
 	}
 	a := noSpace[0]
 	return maintenance{kind: maintDisarm, alarm: a, member: etcd.FormatID(a.MemberID), reason: "NOSPACE: every database has room again"}
