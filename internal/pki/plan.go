@@ -209,28 +209,40 @@ func PlanCertificates(o Observed) Plan {
 func ForeignSecrets(c *etcdv1alpha1.EtcdCluster, secrets map[string]*corev1.Secret) []string {
 	var out []string
 	for _, cert := range Certificates(c) {
-		s := secrets[cert.Spec.SecretName]
-		if s == nil || s.Labels[etcdv1alpha1.LabelCluster] == c.Name || s.Annotations[cmapi.CertificateNameKey] == cert.Name {
-			continue
+		if why := foreignSecret(cert.Name, secrets[cert.Spec.SecretName], "cluster", map[string]string{etcdv1alpha1.LabelCluster: c.Name}); why != "" {
+			out = append(out, why)
 		}
-		out = append(out, fmt.Sprintf("Secret %s exists and is not this cluster's (no label %s=%s): cert-manager would overwrite it, so the operator does not create Certificate %s; move that Secret away or delete it (the operator looks again every %s)",
-			s.Name, etcdv1alpha1.LabelCluster, c.Name, cert.Name, ForeignSecretRecheck))
 	}
 	return out
 }
 
-// ForeignTenantSecret says why s, the Secret of tenant t's Certificate's
-// name, is someone else's, which cert-manager would overwrite: neither
-// written by cert-manager for that Certificate nor labelled for the tenant
-// of cluster c. "" when s is nil or the tenant's.
+// ForeignTenantSecret is ForeignSecrets for s, the Secret of the name of
+// tenant t's Certificate: "" when s is nil or the tenant's.
 func ForeignTenantSecret(c *etcdv1alpha1.EtcdCluster, t *etcdv1alpha1.EtcdTenant, s *corev1.Secret) string {
-	name := t.ClientCertificateName()
-	if s == nil || s.Annotations[cmapi.CertificateNameKey] == name ||
-		s.Labels[etcdv1alpha1.LabelCluster] == c.Name && s.Labels[etcdv1alpha1.LabelTenant] == t.Name {
+	return foreignSecret(t.ClientCertificateName(), s, "tenant", map[string]string{etcdv1alpha1.LabelCluster: c.Name, etcdv1alpha1.LabelTenant: t.Name})
+}
+
+// foreignSecret says why s, the Secret of Certificate cert's name, is
+// someone else's, which cert-manager would overwrite: neither written by
+// cert-manager for that Certificate nor carrying every one of the
+// owner's labels (the labels of the Secrets the operator has issued for
+// the cluster or tenant, whose). "" when s is nil or the owner's.
+func foreignSecret(cert string, s *corev1.Secret, whose string, owner map[string]string) string {
+	if s == nil || s.Annotations[cmapi.CertificateNameKey] == cert {
 		return ""
 	}
-	return fmt.Sprintf("Secret %s exists and is not this tenant's (no labels %s=%s, %s=%s): cert-manager would overwrite it, so the operator does not create Certificate %s; move that Secret away or delete it",
-		s.Name, etcdv1alpha1.LabelCluster, c.Name, etcdv1alpha1.LabelTenant, t.Name, name)
+	labels := make([]string, 0, len(owner))
+	mine := true
+	for k, v := range owner {
+		labels = append(labels, k+"="+v)
+		mine = mine && s.Labels[k] == v
+	}
+	if mine {
+		return ""
+	}
+	slices.Sort(labels)
+	return fmt.Sprintf("Secret %s exists and is not this %s's (no label %s): cert-manager would overwrite it, so the operator does not create Certificate %s; move that Secret away or delete it (the operator looks again every %s)",
+		s.Name, whose, strings.Join(labels, ", "), cert, ForeignSecretRecheck)
 }
 
 // minWait is the sooner of two waits, 0 meaning none.
