@@ -74,8 +74,10 @@ func main() {
 		// The process exits right after the manager stops, so handing the
 		// lease over at once is safe and spares the next leader a wait.
 		LeaderElectionReleaseOnCancel: true,
-		// Only the Secrets the operator labels; the others are read live.
-		Cache: controllers.CacheOptions(namespaces),
+		// Only the Secrets, Pods, claims, Services and PDBs the operator
+		// labels; the others it asks for are read live.
+		Cache:     controllers.CacheOptions(namespaces),
+		NewClient: controllers.NewClient,
 	})
 	if err != nil {
 		setupLog.Error(err, "Unable to create manager")
@@ -88,7 +90,7 @@ func main() {
 	}
 	// Members are reached with the cluster's client certificate, which is
 	// a user's Secret when the user provides TLS.
-	newEtcdClient := controllers.NewEtcdClientFactory(controllers.WithLiveSecrets(mgr.GetClient(), mgr.GetAPIReader()))
+	newEtcdClient := controllers.NewEtcdClientFactory(mgr.GetClient())
 
 	if err := (&controllers.TopologyReconciler{
 		Client:        mgr.GetClient(),
@@ -118,7 +120,6 @@ func main() {
 		Recorder:      mgr.GetEventRecorder("etcd-operator-tenant"),
 		CertManager:   certManager,
 		NewEtcdClient: newEtcdClient,
-		APIReader:     mgr.GetAPIReader(),
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "etcdtenant")
 		os.Exit(1)
@@ -128,7 +129,6 @@ func main() {
 		Recorder:      mgr.GetEventRecorder("etcd-operator-pki"),
 		CertManager:   certManager,
 		NewEtcdClient: newEtcdClient,
-		APIReader:     mgr.GetAPIReader(),
 		SecretNames:   secretNames,
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "etcdcluster-pki")

@@ -49,9 +49,6 @@ type PKIReconciler struct {
 	// NewEtcdClient connects to a cluster's members, to turn etcd's
 	// authentication on or off.
 	NewEtcdClient EtcdClientFactory
-	// APIReader reads the Secrets users name in a cluster's spec, which
-	// the cache does not hold (CacheOptions); nil reads through Client.
-	APIReader client.Reader
 	// SecretNames, when set, is the cache of Secret names whose changes
 	// wake the clusters that name a user's Secret (NewSecretNamesCache).
 	SecretNames cache.Cache
@@ -132,7 +129,7 @@ func refusedCondition(cond metav1.Condition, refusal action) metav1.Condition {
 // Pod started with.
 func (r *PKIReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (pki.Observed, error) {
 	o := pki.Observed{Cluster: c, CertManager: r.CertManager, Secrets: map[string]*corev1.Secret{}, Certificates: map[string]*cmapi.Certificate{}, Now: time.Now()}
-	secrets := WithLiveSecrets(r.Client, r.APIReader)
+	secrets := r.Client
 	for _, name := range pki.SecretsOf(c) {
 		s := &corev1.Secret{}
 		if err := secrets.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, s); apierrors.IsNotFound(err) {

@@ -27,9 +27,12 @@ import (
 
 var k8sClient client.Client
 
-// managerCache is the cache of the test manager, configured as the
-// operator's (CacheOptions).
-var managerCache cache.Cache
+// managerCache and managerClient are the cache and client of the test
+// manager, configured as the operator's (CacheOptions, NewClient).
+var (
+	managerCache  cache.Cache
+	managerClient client.Client
+)
 
 // tenantEtcd is the etcd the tenant reconciler of the test manager sees.
 var tenantEtcd = fake.New()
@@ -53,12 +56,12 @@ func runWithManager(m *testing.M) int {
 	defer stop()
 	k8sClient = c
 	scheme := support.Scheme()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Cache: CacheOptions(nil)})
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, Cache: CacheOptions(nil), NewClient: NewClient})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "creating manager: %v\n", err)
 		return 1
 	}
-	managerCache = mgr.GetCache()
+	managerCache, managerClient = mgr.GetCache(), mgr.GetClient()
 	secretNames, err := NewSecretNamesCache(mgr, nil)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "creating the cache of Secret names: %v\n", err)
@@ -77,7 +80,7 @@ func runWithManager(m *testing.M) int {
 		return 1
 	}
 	// envtest serves no cert-manager API: operator-managed clusters wait.
-	if err := (&PKIReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("test"), APIReader: mgr.GetAPIReader(), SecretNames: secretNames}).SetupWithManager(mgr); err != nil {
+	if err := (&PKIReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("test"), SecretNames: secretNames}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up the PKI reconciler: %v\n", err)
 		return 1
 	}
@@ -85,7 +88,7 @@ func runWithManager(m *testing.M) int {
 	tenantConnect := func(context.Context, *etcdv1alpha1.EtcdCluster, []string) (etcd.Client, error) {
 		return unclosable{tenantEtcd}, nil
 	}
-	if err := (&TenantReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("test"), NewEtcdClient: tenantConnect, APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+	if err := (&TenantReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("test"), NewEtcdClient: tenantConnect}).SetupWithManager(mgr); err != nil {
 		fmt.Fprintf(os.Stderr, "setting up the tenant reconciler: %v\n", err)
 		return 1
 	}

@@ -50,10 +50,6 @@ type TenantReconciler struct {
 	CertManager bool
 	// NewEtcdClient connects to a cluster's members as root.
 	NewEtcdClient EtcdClientFactory
-	// APIReader reads the Secrets the cache does not hold (CacheOptions):
-	// a Secret of the connection Secret's name that someone else owns;
-	// nil reads through Client.
-	APIReader client.Reader
 }
 
 // +kubebuilder:rbac:groups=etcd.aenix.io,resources=etcdtenants,verbs=get;list;watch;update;patch
@@ -154,7 +150,7 @@ func (r *TenantReconciler) setUp(ctx context.Context, t *etcdv1alpha1.EtcdTenant
 		}
 	}
 	secret := &corev1.Secret{}
-	if err := WithLiveSecrets(r.Client, r.APIReader).Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.ConnectionSecretName()}, secret); apierrors.IsNotFound(err) {
+	if err := r.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.ConnectionSecretName()}, secret); apierrors.IsNotFound(err) {
 		secret = nil
 	} else if err != nil {
 		return metav1.Condition{}, 0, err
@@ -207,7 +203,7 @@ func tenantUnreachable(t *etcdv1alpha1.EtcdTenant, c *etcdv1alpha1.EtcdCluster, 
 func (r *TenantReconciler) certificate(ctx context.Context, t *etcdv1alpha1.EtcdTenant, c *etcdv1alpha1.EtcdCluster) (secret *corev1.Secret, waiting, foreign string, err error) {
 	want := pki.TenantCertificate(c, t)
 	existing := &corev1.Secret{}
-	switch err := WithLiveSecrets(r.Client, r.APIReader).Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: want.Spec.SecretName}, existing); {
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: want.Spec.SecretName}, existing); {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return nil, "", "", err
