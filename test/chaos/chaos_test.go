@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -386,6 +387,9 @@ func pickStep(rng *rand.Rand, tg *target) step {
 		{name: "delete a member's Pod", do: memberFault(rng, localcluster.FaultDeletePod, ""), destroys: deleteDestroys},
 		{name: "wipe a member's data", do: memberFault(rng, localcluster.FaultWipe, ""), destroys: true},
 		{name: "stop a member's node for 20s", do: stopNode(rng)},
+		{name: "throttle a member for 10s", do: memberFault(rng, localcluster.FaultThrottle, localcluster.FaultUnthrottle)},
+		{name: "ask to defragment every member", do: request(etcdv1alpha1.AnnotationDefragment, func([]corev1.Pod) string { return etcdv1alpha1.DefragmentAll })},
+		{name: "ask to move the leader", do: request(etcdv1alpha1.AnnotationMoveLeader, func(pods []corev1.Pod) string { return pods[rng.Intn(len(pods))].Name })},
 		{name: "kill the operator", do: killOperator},
 		{name: "refuse new Pods for 20s", do: refusePods},
 	}
@@ -486,6 +490,22 @@ func stopNode(rng *rand.Rand) func(context.Context, *target) (string, error) {
 		}
 		time.Sleep(20 * time.Second)
 		return node, env.Faults.Inject(ctx, localcluster.Fault{Action: localcluster.FaultStartNode, Node: node})
+	}
+}
+
+// request asks the operator for something through an annotation of
+// the cluster, as kubectl etcd does, with the value value picks among its
+// member Pods; the checks after the step see it carried out or waiting.
+func request(annotation string, value func([]corev1.Pod) string) func(context.Context, *target) (string, error) {
+	return func(ctx context.Context, tg *target) (string, error) {
+		pods := memberPods(ctx, tg)
+		if len(pods) == 0 {
+			return "", errors.New("no member Pod")
+		}
+		v := value(pods)
+		what := annotation + "=" + v
+		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, annotation, v)
+		return what, k8sClient.Patch(ctx, &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: tg.key.Namespace, Name: tg.key.Name}}, client.RawPatch(types.MergePatchType, patch))
 	}
 }
 
