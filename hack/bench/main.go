@@ -1,6 +1,7 @@
 // Command bench measures the operator on the local cluster and prints the
 // median, minimum and maximum of several runs of each scenario: time from
-// apply to Ready for 1, 3 and 5 members, time per scale step, time back to
+// apply to Ready for 1, 3 and 5 members (and its phases, between the
+// operator's membership events), time per scale step, time back to
 // full strength after a member's Pod is deleted and after its data is lost,
 // time to roll a 3-member cluster to a new spec and the longest run of
 // failed writes during the roll, the operator's memory and CPU at rest, and
@@ -18,6 +19,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +28,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,11 +92,14 @@ func run(root string, runs int) error {
 	for i := range runs {
 		fmt.Fprintf(os.Stderr, "run %d of %d\n", i+1, runs)
 		for _, n := range []int32{1, 3, 5} {
-			d, err := b.bootstrap(ctx, fmt.Sprintf("boot%d-%d", n, i), n)
+			d, phases, err := b.bootstrap(ctx, fmt.Sprintf("boot%d-%d", n, i), n)
 			if err != nil {
 				return err
 			}
 			record(fmt.Sprintf("apply to Ready, %d member(s)", n), d)
+			for _, p := range phases {
+				record(fmt.Sprintf("  %d: %s", n, p.name), p.took)
+			}
 		}
 		steps, err := b.scale(ctx, fmt.Sprintf("scale-%d", i))
 		if err != nil {
@@ -191,19 +197,58 @@ func (b *bench) unrelatedSecrets(ctx context.Context, n, size int) (string, erro
 	return residentMemory(pid)
 }
 
-// bootstrap creates a cluster of n members and returns the time to Ready;
-// it deletes the cluster afterwards.
-func (b *bench) bootstrap(ctx context.Context, name string, n int32) (time.Duration, error) {
+// bootstrap creates a cluster of n members and returns the time to Ready
+// and where it went (phases); it deletes the cluster afterwards.
+func (b *bench) bootstrap(ctx context.Context, name string, n int32) (time.Duration, []step, error) {
 	cluster := b.cluster(name, n, false)
 	start := time.Now()
 	if err := b.c.Create(ctx, cluster); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer func() { _ = b.c.Delete(ctx, cluster) }()
 	if err := b.awaitReady(ctx, cluster, n); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	return time.Since(start), nil
+	ready := time.Now()
+	phases, err := b.phases(ctx, cluster, start, ready)
+	return ready.Sub(start), phases, err
+}
+
+// memberOrdinal finds the ordinal of a member of cluster in an event's
+// note ("Created Pod boot3-0-2 (...)": 2).
+func memberOrdinal(cluster, note string) string {
+	m := regexp.MustCompile(regexp.QuoteMeta(cluster) + `-(\d+)\b`).FindStringSubmatch(note)
+	if m == nil {
+		return "?"
+	}
+	return m[1]
+}
+
+// phases splits the time from start (the apply) to ready (Ready seen)
+// at the operator's membership events (each recorded to the microsecond):
+// a member's Pod created, a learner added, a learner promoted. Each phase
+// is named by the events it lies between, members by ordinal, so runs
+// compare.
+func (b *bench) phases(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, start, ready time.Time) ([]step, error) {
+	events := &eventsv1.EventList{}
+	if err := b.c.List(ctx, events, client.InNamespace(cluster.Namespace)); err != nil {
+		return nil, err
+	}
+	var mine []eventsv1.Event
+	for _, e := range events.Items {
+		if e.Regarding.Kind == "EtcdCluster" && e.Regarding.Name == cluster.Name && slices.Contains([]string{"MemberPodCreated", "MemberAdded", "MemberPromoted"}, e.Reason) {
+			mine = append(mine, e)
+		}
+	}
+	slices.SortFunc(mine, func(a, b eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
+	var out []step
+	prev, at := "apply", start
+	for _, e := range mine {
+		label := e.Reason + " #" + memberOrdinal(cluster.Name, e.Note)
+		out = append(out, step{name: prev + " -> " + label, took: e.EventTime.Sub(at)})
+		prev, at = label, e.EventTime.Time
+	}
+	return append(out, step{name: prev + " -> Ready seen", took: ready.Sub(at)}), nil
 }
 
 type step struct {
