@@ -67,11 +67,11 @@ func (r *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.clearStaleMarks(ctx, cluster, pods); err != nil {
-		return ctrl.Result{}, err
-	}
 	endpoints := memberURLs(cluster, podNames(pods))
 	p := probeMembers(ctx, r.NewEtcdClient, cluster, endpoints, true)
+	if err := r.clearStaleMarks(ctx, cluster, pods, p); err != nil {
+		return ctrl.Result{}, err
+	}
 	report := assess(cluster, p, time.Now())
 	step := planMaintenance(cluster, p)
 	for _, e := range append(healthEvents(cluster.Status.Members, report.members), heldEvents(cluster, step)...) {
@@ -203,13 +203,24 @@ func (r *HealthReconciler) markDefragmenting(ctx context.Context, c *etcdv1alpha
 	return nil
 }
 
-// clearStaleMarks removes the AnnotationDefragmenting a pass left when
-// it stopped mid-defragmentation: passes of a cluster run one at a time,
-// so at the start of one, no defragmentation of the operator's runs.
-func (r *HealthReconciler) clearStaleMarks(ctx context.Context, c *etcdv1alpha1.EtcdCluster, pods []*corev1.Pod) error {
-	for _, p := range pods {
-		if _, ok := p.Annotations[etcdv1alpha1.AnnotationDefragmenting]; ok {
-			if err := r.markDefragmenting(ctx, c, p.Name, false); err != nil {
+// clearStaleMarks removes the AnnotationDefragmenting of a pass that
+// stopped mid-defragmentation (the operator restarted): etcd goes on
+// defragmenting without its client, so a mark goes only once its member
+// answers a health probe again (p) or its budget has passed.
+func (r *HealthReconciler) clearStaleMarks(ctx context.Context, c *etcdv1alpha1.EtcdCluster, pods []*corev1.Pod, p probe) error {
+	answers := map[string]bool{}
+	for _, m := range p.members {
+		if err, probed := p.health[m.ID]; probed && err == nil {
+			answers[memberName(c, m)] = true
+		}
+	}
+	now := time.Now()
+	for _, pod := range pods {
+		if _, ok := pod.Annotations[etcdv1alpha1.AnnotationDefragmenting]; !ok {
+			continue
+		}
+		if answers[pod.Name] || !defragmenting(pod, c.DefragmentBudget(), now) {
+			if err := r.markDefragmenting(ctx, c, pod.Name, false); err != nil {
 				return err
 			}
 		}
