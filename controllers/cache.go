@@ -19,8 +19,8 @@ import (
 )
 
 // What the operator keeps in memory. A cluster may hold thousands of
-// Secrets, Pods, claims and Services that are none of the operator's
-// business, and a Secret's data is often large, so the manager's cache
+// Secrets, Pods, claims, Services and PodDisruptionBudgets that are none
+// of the operator's business, and a Secret's data is often large, so the manager's cache
 // holds only the objects of those kinds that carry the
 // etcd.aenix.io/cluster label: every one the operator writes (and every
 // Secret cert-manager issues for it: the Certificates' secretTemplate

@@ -188,6 +188,7 @@ func cleanup(ctx context.Context, stateDir string) {
 	killPods(filepath.Join(stateDir, "pods"))
 	unmountUnder(ctx, stateDir)
 	cleanupHostNetwork(ctx)
+	cleanupThrottles()
 	_ = os.Remove(filepath.Join(stateDir, "ready"))
 	_ = os.Remove(filepath.Join(stateDir, "control.sock"))
 }

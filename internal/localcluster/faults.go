@@ -244,7 +244,18 @@ func (f *Faults) Inject(ctx context.Context, fault Fault) error {
 	return nil
 }
 
-// cpuCgroupRoot is the cgroup v1 CPU controller's hierarchy.
+// cleanupThrottles removes the cgroups of throttled containers that
+// ended throttled.
+func cleanupThrottles() {
+	groups, _ := filepath.Glob(filepath.Join(cpuCgroupRoot, "localcluster-*"))
+	for _, g := range groups {
+		_ = os.Remove(g) // fails only while a process is in it
+	}
+}
+
+// cpuCgroupRoot is the cgroup v1 CPU controller's hierarchy, where the
+// node agents run every container: throttling needs it (this machine
+// mounts cgroup v1 controllers, with cgroup v2 unified beside them).
 const cpuCgroupRoot = "/sys/fs/cgroup/cpu"
 
 // throttleQuota is the CPU time a throttled process gets per 100 ms.
@@ -264,8 +275,8 @@ func throttle(group string, pid int) error {
 	return nil
 }
 
-// unthrottle moves process pid, when it runs, back to the root cgroup and
-// removes group.
+// unthrottle moves process pid, when it runs, back to the root cgroup
+// (where every container runs) and removes group.
 func unthrottle(group string, pid int, running bool) error {
 	if running {
 		if err := os.WriteFile(filepath.Join(cpuCgroupRoot, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {

@@ -48,7 +48,8 @@ func (n *node) kubeletPort() int { return KubeletPortBase + n.index }
 // serveKubeletAPI serves the part of a kubelet's API that kube-apiserver
 // proxies for users: container logs (kubectl logs), exec (kubectl exec)
 // and port forwarding (kubectl port-forward), until ctx ends. Only
-// kube-apiserver's client certificate is accepted. Closing the server
+// kube-apiserver's client certificate is accepted, from a CA that signs
+// nothing else. Closing the server
 // returned stops it.
 func (n *node) serveKubeletAPI(ctx context.Context) (*http.Server, error) {
 	p := n.cfg.pki()
@@ -56,7 +57,7 @@ func (n *node) serveKubeletAPI(ctx context.Context) (*http.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading the kubelet serving certificate: %w", err)
 	}
-	caPEM, err := os.ReadFile(p.path("ca.crt"))
+	caPEM, err := os.ReadFile(p.path("kubelet-client-ca.crt"))
 	if err != nil {
 		return nil, err
 	}
@@ -340,8 +341,13 @@ func (e containerExecutor) ExecInContainer(ctx context.Context, _, _, _ string, 
 	return err
 }
 
+// stdinWaitDelay is how long an exec waits, once its command exited,
+// for the copies of its streams: the client's stdin may stay open.
+const stdinWaitDelay = time.Second
+
 // runWithPipes runs proc with the exec streams as its standard files.
 func runWithPipes(proc *exec.Cmd, in io.Reader, out, errOut io.WriteCloser) error {
+	proc.WaitDelay = stdinWaitDelay
 	if in != nil {
 		proc.Stdin = in
 	}
@@ -351,7 +357,10 @@ func runWithPipes(proc *exec.Cmd, in io.Reader, out, errOut io.WriteCloser) erro
 	if errOut != nil {
 		proc.Stderr = errOut
 	}
-	return proc.Run()
+	if err := proc.Run(); !errors.Is(err, exec.ErrWaitDelay) {
+		return err
+	}
+	return nil // the command succeeded; stdin was still open
 }
 
 // runWithTTY runs proc on a new terminal that in feeds and out reads,
@@ -428,11 +437,13 @@ func (f podForwarder) PortForward(ctx context.Context, _, _ string, port int32, 
 		return fmt.Errorf("pod %s: port %d: %w", f.worker.pod.Name, port, err)
 	}
 	defer func() { _ = conn.Close() }()
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(conn, stream); _ = conn.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(stream, conn); done <- struct{}{} }()
+	// The client's end of input is passed on as the pod's; the stream
+	// lasts until the pod's side is done.
+	go func() { _, _ = io.Copy(conn, stream); _ = conn.(*net.TCPConn).CloseWrite() }()
+	answered := make(chan struct{})
+	go func() { _, _ = io.Copy(stream, conn); close(answered) }()
 	select {
-	case <-done:
+	case <-answered:
 	case <-ctx.Done():
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 )
 
 func TestLastLines(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		data string
 		n    int64
@@ -31,6 +32,7 @@ func TestLastLines(t *testing.T) {
 }
 
 func TestLimitedWriter(t *testing.T) {
+	t.Parallel()
 	var b bytes.Buffer
 	w := &limitedWriter{w: &b, limit: 5}
 	if n, err := w.Write([]byte("abc")); n != 3 || err != nil {
@@ -53,6 +55,7 @@ func TestLimitedWriter(t *testing.T) {
 }
 
 func TestParseLogRequest(t *testing.T) {
+	t.Parallel()
 	q := func(s string) url.Values {
 		v, err := url.ParseQuery(s)
 		if err != nil {

@@ -27,7 +27,7 @@ func (p pki) path(name string) string { return filepath.Join(p.dir, name) }
 // generate writes a cluster CA, the kube-apiserver serving certificate (for
 // the given IPs and the kubernetes Service names), the node agents' kubelet
 // serving certificate (for the first IP) and kube-apiserver's client
-// certificate for them, an admin client certificate (group system:masters)
+// certificate for them (from a CA of its own), an admin client certificate (group system:masters)
 // and the ServiceAccount signing key.
 func (p pki) generate(apiserverIPs []net.IP, domain string) error {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
@@ -50,7 +50,16 @@ func (p pki) generate(apiserverIPs []net.IP, domain string) error {
 	if err := p.issue("kubelet", caCert, caKey, pkix.Name{CommonName: "localcluster-kubelet"}, []string{"localhost"}, apiserverIPs[:1], x509.ExtKeyUsageServerAuth); err != nil {
 		return err
 	}
-	if err := p.issue("apiserver-kubelet-client", caCert, caKey, pkix.Name{CommonName: kubeletClientCN}, nil, nil, x509.ExtKeyUsageClientAuth); err != nil {
+	// Its own CA: the cluster CA also signs what kube-controller-manager
+	// approves, and no approved request may stand in for kube-apiserver.
+	kcKey, kcCert, err := newCA("etcd-operator-localcluster-kubelet-client-ca")
+	if err != nil {
+		return err
+	}
+	if err := writeCertAndKey(p.path("kubelet-client-ca"), kcCert, kcKey); err != nil {
+		return err
+	}
+	if err := p.issue("apiserver-kubelet-client", kcCert, kcKey, pkix.Name{CommonName: kubeletClientCN}, nil, nil, x509.ExtKeyUsageClientAuth); err != nil {
 		return err
 	}
 	if err := p.issue("admin", caCert, caKey, pkix.Name{CommonName: "localcluster-admin", Organization: []string{"system:masters"}}, nil, nil, x509.ExtKeyUsageClientAuth); err != nil {

@@ -372,6 +372,7 @@ type step struct {
 func pickStep(rng *rand.Rand, tg *target) step {
 	pick := func(xs []int32) int32 { return xs[rng.Intn(len(xs))] }
 	deleteDestroys := !tg.claims
+	choice := rng.Int() // drawn now, so a seed replays the same steps
 	steps := []step{
 		{name: "scale", do: func(ctx context.Context, tg *target) (string, error) {
 			n := pick([]int32{1, 2, 3, 5})
@@ -389,7 +390,7 @@ func pickStep(rng *rand.Rand, tg *target) step {
 		{name: "stop a member's node for 20s", do: stopNode(rng)},
 		{name: "throttle a member for 10s", do: memberFault(rng, localcluster.FaultThrottle, localcluster.FaultUnthrottle)},
 		{name: "ask to defragment every member", do: request(etcdv1alpha1.AnnotationDefragment, func([]corev1.Pod) string { return etcdv1alpha1.DefragmentAll })},
-		{name: "ask to move the leader", do: request(etcdv1alpha1.AnnotationMoveLeader, func(pods []corev1.Pod) string { return pods[rng.Intn(len(pods))].Name })},
+		{name: "ask to move the leader", do: request(etcdv1alpha1.AnnotationMoveLeader, func(pods []corev1.Pod) string { return pods[choice%len(pods)].Name })},
 		{name: "kill the operator", do: killOperator},
 		{name: "refuse new Pods for 20s", do: refusePods},
 	}

@@ -101,13 +101,14 @@ func TestPluginMoveLeaderAndDefrag(t *testing.T) {
 	if out := kubectlEtcd(ctx, t, key.Namespace, "move-leader", key.Name, "--to", target); !strings.Contains(out, "asked the operator to move leadership to "+target) {
 		t.Fatalf("move-leader printed %q", out)
 	}
-	time.Sleep(10 * time.Second)
-	if l, err := leader(); err != nil || l != was {
-		t.Fatalf("leader %x (%v) while paused, want %x still", l, err, was)
-	}
-	c := &etcdv1alpha1.EtcdCluster{}
-	if err := k8sClient.Get(ctx, key, c); err != nil || c.Annotations[etcdv1alpha1.AnnotationMoveLeader] != target {
-		t.Fatalf("the request did not wait while paused: annotations %v (%v)", c.Annotations, err)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		if l, err := leader(); err != nil || l != was {
+			t.Fatalf("leader %x (%v) while paused, want %x still", l, err, was)
+		}
+		c := &etcdv1alpha1.EtcdCluster{}
+		if err := k8sClient.Get(ctx, key, c); err != nil || c.Annotations[etcdv1alpha1.AnnotationMoveLeader] != target {
+			t.Fatalf("the request did not wait while paused: annotations %v (%v)", c.Annotations, err)
+		}
 	}
 	start := time.Now()
 	if out := kubectlEtcd(ctx, t, key.Namespace, "resume", key.Name); !strings.Contains(out, "resumed") {

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -256,12 +258,18 @@ func TestFaultThrottle(t *testing.T) {
 	fault := localcluster.Fault{Action: localcluster.FaultThrottle, Namespace: ns, Pod: "busy"}
 	inject(ctx, t, fault)
 	throttled, n := median5(n)
+	stat, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpu", "localcluster-"+ns+"-busy-main", "cpu.stat"))
+	if err != nil || !regexp.MustCompile(`(?m)^nr_throttled [1-9]`).Match(stat) {
+		t.Errorf("the kernel did not throttle the container: %v, %s", err, stat)
+	}
 	fault.Action = localcluster.FaultUnthrottle
 	inject(ctx, t, fault)
 	again, _ := median5(n)
 	t.Logf("a loop took %d ms, throttled %d ms, unthrottled %d ms", free, throttled, again)
-	if throttled < 3*free {
-		t.Errorf("throttled, a loop took %d ms, not 3 times its %d ms", throttled, free)
+	// At a tenth of a CPU a loop takes ten times its CPU time; unthrottled
+	// it shares two cores with the other tests, so twice is the claim.
+	if throttled < 2*free {
+		t.Errorf("throttled, a loop took %d ms, not twice its %d ms", throttled, free)
 	}
 	if again*2 > throttled {
 		t.Errorf("unthrottled, a loop took %d ms, not half its throttled %d ms", again, throttled)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -151,6 +152,15 @@ func TestKubectlExec(t *testing.T) {
 	if err != nil || out != "from stdin\n" {
 		t.Errorf("kubectl exec -i cat: %v, %q", err, out)
 	}
+	// The command ends while the client's stdin stays open: exec ends too.
+	open, keepOpen := io.Pipe()
+	defer func() { _ = keepOpen.Close() }()
+	quick, cancel := context.WithTimeout(ctx, 30*time.Second)
+	out, err = kubectl(quick, open, "exec", "-i", "-n", ns, "shell", "--", "echo", "done")
+	cancel()
+	if err != nil || out != "done\n" {
+		t.Errorf("kubectl exec -i of a command that does not read its stdin: %v, %q", err, out)
+	}
 	out, err = kubectl(ctx, nil, "exec", "-n", ns, "shell", "--", "sh", "-c", "exit 7")
 	var exitErr *exec.ExitError
 	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 7 {
@@ -219,8 +229,12 @@ func TestKubectlPortForward(t *testing.T) {
 		t.Fatalf("kubectl port-forward printed no local port; stderr: %s", stderr.String())
 	}
 	go func() { _, _ = io.Copy(io.Discard, stdout) }()
-	for i := range 3 { // each request is a new stream
-		resp, err := http.Get("http://127.0.0.1:" + port + "/version")
+	// Each connection is a stream of its own; the last one ends its
+	// request before the answer comes (a half-close), which must still
+	// bring the answer back.
+	noReuse := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	for i := range 3 {
+		resp, err := noReuse.Get("http://127.0.0.1:" + port + "/version")
 		if err != nil {
 			t.Fatalf("request %d through the port-forward: %v (stderr: %s)", i, err, stderr.String())
 		}
@@ -229,5 +243,19 @@ func TestKubectlPortForward(t *testing.T) {
 		if !strings.Contains(string(body), `"etcdserver":"3.6.16"`) {
 			t.Errorf("request %d through the port-forward: %s %q, want etcd's version", i, resp.Status, body)
 		}
+	}
+	conn, err := net.Dial("tcp", "127.0.0.1:"+port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	if _, err := io.WriteString(conn, "GET /version HTTP/1.0\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.(*net.TCPConn).CloseWrite()
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	answer, err := io.ReadAll(conn)
+	if !strings.Contains(string(answer), `"etcdserver":"3.6.16"`) {
+		t.Errorf("a half-closed request through the port-forward: %v, %q; want etcd's version", err, answer)
 	}
 }
