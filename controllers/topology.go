@@ -34,10 +34,22 @@ func (r *TopologyReconciler) reconcileChildren(ctx context.Context, c *etcdv1alp
 	}
 	pdb := builder.PodDisruptionBudget(c)
 	if pdb == nil {
-		existing := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name}}
-		return client.IgnoreNotFound(r.Delete(ctx, existing))
+		return r.deleteOwned(ctx, c, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name}})
 	}
 	return r.apply(ctx, pdb)
+}
+
+// deleteOwned deletes the object of obj's name when the cluster controls
+// it; someone else's object of that name is left alone.
+func (r *TopologyReconciler) deleteOwned(ctx context.Context, c *etcdv1alpha1.EtcdCluster, obj client.Object) error {
+	if err := r.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(obj, c) {
+		return nil
+	}
+	uid := obj.GetUID()
+	return client.IgnoreNotFound(r.Delete(ctx, obj, client.Preconditions{UID: &uid}))
 }
 
 // apply server-side applies a built object as the topology reconciler.
@@ -220,7 +232,7 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 			return 0, err
 		}
 		if claim := builder.MemberClaim(c, a.member); claim != nil {
-			if err := r.Delete(ctx, claim); client.IgnoreNotFound(err) != nil {
+			if err := r.deleteOwned(ctx, c, claim); err != nil {
 				return 0, err
 			}
 		}
@@ -277,7 +289,7 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 		r.event(c, corev1.EventTypeNormal, "MemberRemoved", "Removed member %s (%s)", a.member, a.reason)
 		if _, hasPod := o.pods[a.member]; !hasPod {
 			if claim := builder.MemberClaim(c, a.member); claim != nil {
-				if err := r.Delete(ctx, claim); client.IgnoreNotFound(err) != nil {
+				if err := r.deleteOwned(ctx, c, claim); err != nil {
 					return 0, err
 				}
 			}

@@ -9,9 +9,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
@@ -178,6 +181,37 @@ func TestForeignObjectsAreNotTakenOver(t *testing.T) {
 	}
 	if !metav1.IsControlledBy(svc, cluster) {
 		t.Errorf("Service %s is not controlled by the cluster: %v", svc.Name, svc.OwnerReferences)
+	}
+}
+
+// TestForeignPDBIsKept: a cluster without a PodDisruptionBudget template
+// deletes its own PDB, never someone else's of its name.
+func TestForeignPDBIsKept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	theirs := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nopdb"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}}
+	if err := k8sClient.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	cluster := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nopdb"}}
+	if err := k8sClient.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	// A pass writes the status after the PDB's step.
+	eventually(t, 30*time.Second, "a pass to report", func() error {
+		c := &etcdv1alpha1.EtcdCluster{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(cluster), c); err != nil {
+			return err
+		}
+		if meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionProgressing) == nil {
+			return fmt.Errorf("no Progressing condition yet")
+		}
+		return nil
+	})
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(theirs), &policyv1.PodDisruptionBudget{}); err != nil {
+		t.Errorf("someone else's PodDisruptionBudget of the cluster's name: %v", err)
 	}
 }
 
