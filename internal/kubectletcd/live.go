@@ -13,10 +13,10 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+	"k8s.io/streaming/pkg/httpstream"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 	"github.com/etcd-operator/etcd-operator/internal/builder"
@@ -206,16 +206,17 @@ func forwardPort(cfg *rest.Config) PortForwarder {
 		if err != nil {
 			return "", nil, err
 		}
-		done := make(chan error, 1)
-		go func() { done <- fw.ForwardPorts() }()
+		done := make(chan struct{})
+		var forwardErr error
+		go func() { forwardErr = fw.ForwardPorts(); close(done) }()
 		stop := func() { close(stopCh); <-done }
 		select {
 		case <-ready:
-		case err := <-done:
-			if err == nil {
-				err = errors.New(strings.TrimSpace(errOut.String()))
+		case <-done:
+			if forwardErr == nil {
+				return "", nil, errors.New(strings.TrimSpace(errOut.String()))
 			}
-			return "", nil, err
+			return "", nil, forwardErr
 		case <-ctx.Done():
 			stop()
 			return "", nil, ctx.Err()
@@ -223,7 +224,7 @@ func forwardPort(cfg *rest.Config) PortForwarder {
 		ports, err := fw.GetPorts()
 		if err != nil || len(ports) == 0 {
 			stop()
-			return "", nil, fmt.Errorf("the port-forward has no local port: %v", err)
+			return "", nil, errors.Join(errors.New("the port-forward has no local port"), err)
 		}
 		return net.JoinHostPort("127.0.0.1", strconv.Itoa(int(ports[0].Local))), stop, nil
 	}

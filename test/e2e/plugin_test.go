@@ -258,8 +258,11 @@ func assertPluginCredentials(ctx context.Context, t *testing.T, ns, tenant, pref
 	script := fmt.Sprintf("%s put %splugin yes && %s get %splugin --print-value-only", etcdctl, prefix, etcdctl, prefix)
 	support.Eventually(t, time.Minute, "the printed etcdctl command line to work in a Pod", func() error {
 		out, err := kubectl(ctx, "exec", "-n", ns, pod.Name, "--", "sh", "-c", script)
-		if err != nil || out != "OK\nyes\n" {
-			return fmt.Errorf("%v: %q", err, out)
+		if err != nil {
+			return fmt.Errorf("%w: %q", err, out)
+		}
+		if out != "OK\nyes\n" {
+			return fmt.Errorf("printed %q", out)
 		}
 		return nil
 	})

@@ -76,7 +76,7 @@ func TestKubectlLogs(t *testing.T) {
 	eventually(t, 30*time.Second, "the second run to tick", func() error {
 		out, err := kubectl(ctx, nil, "logs", "-n", ns, "talker")
 		if err != nil {
-			return fmt.Errorf("%v: %s", err, out)
+			return fmt.Errorf("%w: %s", err, out)
 		}
 		if !strings.HasPrefix(out, "run 2\n") || lastTick(out) == 0 {
 			return fmt.Errorf("kubectl logs printed %q, want the second run's lines", out)
@@ -143,8 +143,11 @@ func TestKubectlExec(t *testing.T) {
 
 	eventually(t, 30*time.Second, "the container's files and environment through exec", func() error {
 		out, err := kubectl(ctx, nil, "exec", "-n", ns, "shell", "--", "sh", "-c", `cat /data/mark; echo "$GREETING"; hostname`)
-		if err != nil || out != "inside\nhello from the pod\nshell\n" {
-			return fmt.Errorf("%v: %q", err, out)
+		if err != nil {
+			return fmt.Errorf("%w: %q", err, out)
+		}
+		if out != "inside\nhello from the pod\nshell\n" {
+			return fmt.Errorf("printed %q", out)
 		}
 		return nil
 	})
