@@ -78,17 +78,7 @@ func liveMembers(list []etcd.Member, reports map[string]memberReport, pods []cor
 		out = append(out, mv)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	extra := make([]string, 0, len(byName))
-	for name := range byName {
-		extra = append(extra, name)
-	}
-	sort.Strings(extra)
-	for _, name := range extra {
-		mv := MemberView{Name: name}
-		setPod(&mv, byName[name])
-		out = append(out, mv)
-	}
-	return out
+	return appendPodsOnly(out, byName)
 }
 
 // memberName is a member's name, or for a member that has not started

@@ -133,17 +133,24 @@ func buildView(c *etcdv1alpha1.EtcdCluster, pods []corev1.Pod, podsErr error) St
 		}
 		v.Members = append(v.Members, mv)
 	}
-	extra := make([]string, 0, len(byName))
-	for name := range byName {
+	v.Members = appendPodsOnly(v.Members, byName)
+	return v
+}
+
+// appendPodsOnly appends to members, by name, a row for each Pod of pods
+// that is in no member entry (being added or removed).
+func appendPodsOnly(members []MemberView, pods map[string]*corev1.Pod) []MemberView {
+	extra := make([]string, 0, len(pods))
+	for name := range pods {
 		extra = append(extra, name)
 	}
 	sort.Strings(extra)
 	for _, name := range extra {
 		mv := MemberView{Name: name}
-		setPod(&mv, byName[name])
-		v.Members = append(v.Members, mv)
+		setPod(&mv, pods[name])
+		members = append(members, mv)
 	}
-	return v
+	return members
 }
 
 func roleOf(r etcdv1alpha1.MemberRole) string {
