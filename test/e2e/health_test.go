@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -259,7 +260,9 @@ func TestNoSpaceIsRecovered(t *testing.T) {
 }
 
 // TestLongDefragmentation fills a 3-member cluster with 1.1 GiB of live
-// data and defragments a follower held to a tenth of a CPU (throttle),
+// data (on claims, which the local cluster keeps in memory: the same on
+// its disk would stall the other tests' members) and defragments a
+// follower held to a tenth of a CPU (throttle),
 // with spec.unhealthyMemberTimeout at one second: the follower answers
 // nothing while it rewrites its database, for longer than etcd's usual
 // liveness budget (3 failed /livez 10 s apart) and than the 15 s after
@@ -275,6 +278,11 @@ func TestLongDefragmentation(t *testing.T) {
 			Replicas:               ptr.To[int32](3),
 			Options:                map[string]string{"quota-backend-bytes": strconv.Itoa(4 << 30)},
 			UnhealthyMemberTimeout: &metav1.Duration{Duration: time.Second},
+			// The database, the log and a defragmentation's copy.
+			Storage: etcdv1alpha1.StorageSpec{VolumeClaimTemplate: &etcdv1alpha1.EmbeddedPersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("4Gi")}},
+			}}},
 		},
 	}
 	if err := k8sClient.Create(ctx, cluster); err != nil {
