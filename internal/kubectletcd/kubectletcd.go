@@ -51,6 +51,8 @@ type Options struct {
 	ForwardPort PortForwarder
 	// NewEtcdClient connects to etcd (status --live).
 	NewEtcdClient func(etcd.Config) (etcd.Client, error)
+	// WaitPoll is how often --wait looks; a second when 0.
+	WaitPoll time.Duration
 }
 
 // NewCommand is the kubectl etcd root command, reaching the cluster with

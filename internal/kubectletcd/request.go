@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,8 +22,20 @@ import (
 // writer of the cluster's etcd state, so a request never races a
 // membership change or a defragmentation it is doing.
 
+// waitFlags are --wait and --timeout of the verbs that ask the operator.
+type waitFlags struct {
+	wait    bool
+	timeout time.Duration
+}
+
+func (w *waitFlags) add(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&w.wait, "wait", false, "wait until the operator has carried the request out (the annotation is gone), showing what it waits for")
+	cmd.Flags().DurationVar(&w.timeout, "timeout", 10*time.Minute, "how long --wait waits")
+}
+
 func newMoveLeaderCommand(o *Options) *cobra.Command {
 	var to string
+	var w waitFlags
 	cmd := &cobra.Command{
 		Use:   "move-leader NAME --to MEMBER",
 		Short: "Ask the operator to move etcd's leadership to a member",
@@ -39,15 +53,20 @@ Maintenance condition says why.`,
 			if err != nil {
 				return err
 			}
-			return s.moveLeader(cmd.Context(), args[0], to)
+			if err := s.moveLeader(cmd.Context(), args[0], to); err != nil || !w.wait {
+				return err
+			}
+			return s.awaitRequest(cmd.Context(), args[0], etcdv1alpha1.AnnotationMoveLeader, to, w.timeout)
 		},
 	}
 	cmd.Flags().StringVar(&to, "to", "", "the member to lead (kubectl etcd members NAME lists them)")
+	w.add(cmd)
 	return cmd
 }
 
 func newDefragCommand(o *Options) *cobra.Command {
 	var member string
+	var w waitFlags
 	cmd := &cobra.Command{
 		Use:   "defrag NAME [--member MEMBER]",
 		Short: "Ask the operator to defragment a member, or every member one at a time",
@@ -63,10 +82,18 @@ event Defragmented for each member and removes the annotation when done.`,
 			if err != nil {
 				return err
 			}
-			return s.defrag(cmd.Context(), args[0], member)
+			if err := s.defrag(cmd.Context(), args[0], member); err != nil || !w.wait {
+				return err
+			}
+			value := member
+			if value == "" {
+				value = etcdv1alpha1.DefragmentAll
+			}
+			return s.awaitRequest(cmd.Context(), args[0], etcdv1alpha1.AnnotationDefragment, value, w.timeout)
 		},
 	}
 	cmd.Flags().StringVar(&member, "member", "", "the member to defragment (default: every voting member)")
+	w.add(cmd)
 	return cmd
 }
 
@@ -187,4 +214,51 @@ func (s *session) request(ctx context.Context, c *etcdv1alpha1.EtcdCluster, anno
 		return apiError(err, "patch", resourceClusters, "etcdcluster", c.Name, s.namespace)
 	}
 	return nil
+}
+
+// awaitRequest waits until the operator has removed annotation=value
+// from the EtcdCluster name (the request is done), telling on stderr
+// what its Maintenance condition says meanwhile. Another value in its
+// place (another request) or the timeout ends the wait with an error.
+func (s *session) awaitRequest(ctx context.Context, name, annotation, value string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	said := ""
+	for {
+		c, err := s.getCluster(ctx, name)
+		if err != nil {
+			return err
+		}
+		now, pending := c.Annotations[annotation]
+		switch {
+		case !pending:
+			_, err := fmt.Fprintf(s.Out, "etcdcluster.etcd.aenix.io/%s: done (%s=%s)\n", name, annotation, value)
+			return err
+		case now != value:
+			return fmt.Errorf("another request replaced this one while waiting (%s=%s): no longer waiting for it", annotation, now)
+		}
+		maintenance := readiness(c.Status.Conditions)
+		if m := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionMaintenance); m != nil {
+			maintenance = fmt.Sprintf("%s (%s): %s", m.Reason, m.Status, m.Message)
+		}
+		if maintenance != said {
+			_, _ = fmt.Fprintf(s.ErrOut, "waiting: Maintenance %s\n", maintenance)
+			said = maintenance
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the request %s=%s is not done after %s; the operator's Maintenance condition: %s", annotation, value, timeout, said)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(s.waitPoll()):
+		}
+	}
+}
+
+// waitPoll is how often --wait looks.
+func (s *session) waitPoll() time.Duration {
+	if s.WaitPoll > 0 {
+		return s.WaitPoll
+	}
+	return time.Second
 }

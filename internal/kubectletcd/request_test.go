@@ -8,8 +8,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -108,5 +110,58 @@ func TestRequestGolden(t *testing.T) {
 			}
 			golden(t, "requests/"+tc.name+".golden", b.String())
 		})
+	}
+}
+
+// TestRequestWait: with --wait the command returns once the operator has
+// removed the annotation, telling what Maintenance says meanwhile; a
+// request that another replaces, or that outlasts --timeout, is an error.
+func TestRequestWait(t *testing.T) {
+	t.Parallel()
+	// The "operator": on the third read after the request, the annotation
+	// is gone (done), or replaced by another value.
+	operator := func(after func(c *etcdv1alpha1.EtcdCluster)) *interceptor.Funcs {
+		reads := 0
+		return &interceptor.Funcs{Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := cl.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			c, ok := obj.(*etcdv1alpha1.EtcdCluster)
+			if !ok || c.Annotations[etcdv1alpha1.AnnotationDefragment] == "" {
+				return nil
+			}
+			if reads++; reads == 3 && after != nil {
+				after(c)
+				return cl.Update(ctx, c)
+			}
+			return nil
+		}}
+	}
+	withMaintenance := func() *etcdv1alpha1.EtcdCluster {
+		_, c := healthyCluster()
+		c.condition(etcdv1alpha1.ConditionMaintenance, metav1.ConditionTrue, "Defragment", "main-1: 12Mi of its 40Mi database is free", time.Minute)
+		return c.obj()
+	}
+	fast := func(o *Options) { o.WaitPoll = time.Millisecond }
+	pods, _ := healthyCluster()
+
+	done := runCommandWith(t, append(pods, withMaintenance()), operator(func(c *etcdv1alpha1.EtcdCluster) {
+		delete(c.Annotations, etcdv1alpha1.AnnotationDefragment)
+	}), 0, fast, "defrag", "main", "--wait")
+	if done.err != nil || !strings.Contains(done.out, "etcdcluster.etcd.aenix.io/main: done (etcd.aenix.io/defragment=all)") ||
+		!strings.Contains(done.errOut, "waiting: Maintenance Defragment (True): main-1: 12Mi of its 40Mi database is free") {
+		t.Errorf("defrag --wait: %v\nstdout %q\nstderr %q", done.err, done.out, done.errOut)
+	}
+
+	replaced := runCommandWith(t, append(pods, withMaintenance()), operator(func(c *etcdv1alpha1.EtcdCluster) {
+		c.Annotations[etcdv1alpha1.AnnotationDefragment] = "main-2"
+	}), 0, fast, "defrag", "main", "--wait")
+	if replaced.err == nil || !strings.Contains(replaced.err.Error(), "another request replaced this one while waiting (etcd.aenix.io/defragment=main-2)") {
+		t.Errorf("defrag --wait replaced meanwhile: %v", replaced.err)
+	}
+
+	late := runCommandWith(t, append(pods, withMaintenance()), operator(nil), 0, fast, "defrag", "main", "--member", "main-1", "--wait", "--timeout", "20ms")
+	if late.err == nil || !strings.Contains(late.err.Error(), "the request etcd.aenix.io/defragment=main-1 is not done after 20ms; the operator's Maintenance condition: Defragment (True)") {
+		t.Errorf("defrag --wait past its timeout: %v", late.err)
 	}
 }

@@ -128,10 +128,11 @@ func TestPluginMoveLeaderAndDefrag(t *testing.T) {
 	awaitNoAnnotation(ctx, t, key, 30*time.Second, etcdv1alpha1.AnnotationMoveLeader)
 
 	start = time.Now()
-	if out := kubectlEtcd(ctx, t, key.Namespace, "defrag", key.Name); !strings.Contains(out, "asked the operator to defragment every voting member") {
-		t.Fatalf("defrag printed %q", out)
+	if out := kubectlEtcd(ctx, t, key.Namespace, "defrag", key.Name, "--wait", "--timeout", "3m"); !strings.Contains(out, "asked the operator to defragment every voting member") ||
+		!strings.Contains(out, "etcdcluster.etcd.aenix.io/"+key.Name+": done (etcd.aenix.io/defragment=all)") {
+		t.Fatalf("defrag --wait printed %q", out)
 	}
-	awaitNoAnnotation(ctx, t, key, 3*time.Minute, etcdv1alpha1.AnnotationDefragment)
+	awaitNoAnnotation(ctx, t, key, time.Second, etcdv1alpha1.AnnotationDefragment)
 	t.Logf("every member defragmented %s after the request", time.Since(start).Round(100*time.Millisecond))
 	support.Eventually(t, 30*time.Second, "a Defragmented event for each member", func() error {
 		events := &corev1.EventList{}
