@@ -490,17 +490,22 @@ func (b *bench) operatorAtRest(window time.Duration) (string, string, error) {
 	return rss, fmt.Sprintf("%.1f%% of a core", 100*(after-before)/window.Seconds()), nil
 }
 
-// operatorPID is the process id of the operator installed from config/.
+// operatorPID is the process id of the operator installed from config/:
+// of the operator Pods the node agents ran (a restart leaves the older
+// ones' directories), the one whose process runs.
 func (b *bench) operatorPID() (string, error) {
 	pidFiles, _ := filepath.Glob(filepath.Join(b.env.StateDir, "pods", "etcd-operator-system_*", "pids", "manager"))
-	if len(pidFiles) == 0 {
-		return "", errors.New("the operator's process is not found")
+	for _, f := range pidFiles {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pid := strings.TrimSpace(string(data))
+		if exe, err := os.Readlink(filepath.Join("/proc", pid, "exe")); err == nil && strings.Contains(filepath.Base(exe), "manager") {
+			return pid, nil
+		}
 	}
-	data, err := os.ReadFile(pidFiles[0])
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(data)), nil
+	return "", errors.New("the operator's process is not found")
 }
 
 // residentMemory is the VmRSS of process pid.
