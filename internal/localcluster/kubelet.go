@@ -341,26 +341,34 @@ func (e containerExecutor) ExecInContainer(ctx context.Context, _, _, _ string, 
 	return err
 }
 
-// stdinWaitDelay is how long an exec waits, once its command exited,
-// for the copies of its streams: the client's stdin may stay open.
-const stdinWaitDelay = time.Second
-
 // runWithPipes runs proc with the exec streams as its standard files.
+// Its stdin is copied by a goroutine of its own, not waited for: the
+// client's stdin may stay open after the command ended (the copy then
+// ends with the session's stream).
 func runWithPipes(proc *exec.Cmd, in io.Reader, out, errOut io.WriteCloser) error {
-	proc.WaitDelay = stdinWaitDelay
-	if in != nil {
-		proc.Stdin = in
-	}
 	if out != nil {
 		proc.Stdout = out
 	}
 	if errOut != nil {
 		proc.Stderr = errOut
 	}
-	if err := proc.Run(); !errors.Is(err, exec.ErrWaitDelay) {
+	var stdin io.WriteCloser
+	if in != nil {
+		var err error
+		if stdin, err = proc.StdinPipe(); err != nil {
+			return err
+		}
+	}
+	if err := proc.Start(); err != nil {
 		return err
 	}
-	return nil // the command succeeded; stdin was still open
+	if in != nil {
+		go func() {
+			_, _ = io.Copy(stdin, in)
+			_ = stdin.Close()
+		}()
+	}
+	return proc.Wait()
 }
 
 // runWithTTY runs proc on a new terminal that in feeds and out reads,

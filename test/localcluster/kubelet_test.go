@@ -156,8 +156,12 @@ func TestKubectlExec(t *testing.T) {
 		t.Errorf("kubectl exec -i cat: %v, %q", err, out)
 	}
 	// The command ends while the client's stdin stays open: exec ends too.
-	open, keepOpen := io.Pipe()
-	defer func() { _ = keepOpen.Close() }()
+	// (A pipe of the OS: kubectl reads it itself, no copy waits on it.)
+	open, keepOpen, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = keepOpen.Close(); _ = open.Close() }()
 	quick, cancel := context.WithTimeout(ctx, 30*time.Second)
 	out, err = kubectl(quick, open, "exec", "-i", "-n", ns, "shell", "--", "echo", "done")
 	cancel()
@@ -177,7 +181,9 @@ func TestKubectlExec(t *testing.T) {
 
 	// A terminal: kubectl itself runs on one (as in a user's shell), the
 	// command gets one of its own, of the client's size.
-	cmd := exec.Command(env.Bin("kubectl-v1.37.2"), "exec", "-it", "-n", ns, "shell", "--", "sh", "-c", "tty; stty size")
+	ttyCtx, cancelTTY := context.WithTimeout(ctx, time.Minute)
+	defer cancelTTY()
+	cmd := exec.CommandContext(ttyCtx, env.Bin("kubectl-v1.37.2"), "exec", "-it", "-n", ns, "shell", "--", "sh", "-c", "tty; stty size")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig())
 	term, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 33, Cols: 111})
 	if err != nil {
