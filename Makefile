@@ -301,7 +301,7 @@ $(KUBE_BINARIES) &: hack/kube/go.mod | $(LOCALBIN)
 $(LOCALBIN)/etcd-%: hack/etcd/%/go.mod | $(LOCALBIN)
 	cd hack/etcd/$* && $(GO) build -o $@ .
 
-# etcdctl, for people poking at clusters (and the images of that version).
+# etcdctl, for people poking at clusters and the etcd image of that version.
 ETCDCTL ?= $(LOCALBIN)/etcdctl-$(ETCD_VERSION)
 $(ETCDCTL): hack/etcd/$(ETCD_VERSION)/go.mod | $(LOCALBIN)
 	cd hack/etcd/$(ETCD_VERSION) && $(GO) build -o $@ go.etcd.io/etcd/etcdctl/v3
@@ -329,7 +329,10 @@ localcluster: ## Build the local cluster's own binary (control plane supervisor 
 	$(GO) build -o $(LOCALCLUSTER) ./cmd/localcluster
 
 .PHONY: localcluster-binaries
-localcluster-binaries: localcluster build $(KUBE_BINARIES) $(CERT_MANAGER_CONTROLLER) $(foreach v,$(ETCD_MEMBER_VERSIONS),$(LOCALBIN)/etcd-$(v)) ## Build everything the local cluster runs.
+# etcdctl goes with the etcd image of its version, as in a real image: the
+# tests run it in member Pods (kubectl exec, exec probes) and as printed by
+# kubectl etcd credentials.
+localcluster-binaries: localcluster build $(KUBE_BINARIES) $(CERT_MANAGER_CONTROLLER) $(foreach v,$(ETCD_MEMBER_VERSIONS),$(LOCALBIN)/etcd-$(v)) $(ETCDCTL) ## Build everything the local cluster runs.
 
 .PHONY: localcluster-up
 localcluster-up: localcluster-binaries ## Start the local cluster in the background (KUBECONFIG=.localcluster/admin.kubeconfig).
