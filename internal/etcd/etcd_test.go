@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -623,13 +624,31 @@ func untilAccepted(t *testing.T, what string, f func() error) {
 // localURL returns http://127.0.0.1:<a free port>.
 func localURL(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		_ = l.Close()
+		// The kernel may hand a port it freed out again: once a test took
+		// one, no other URL gets it (a member once got the same port for
+		// its peer and client URLs, and could not bind the second).
+		handedOut.Lock()
+		taken := handedOut.addrs[addr]
+		handedOut.addrs[addr] = true
+		handedOut.Unlock()
+		if !taken {
+			return "http://" + addr
+		}
 	}
-	defer func() { _ = l.Close() }()
-	return "http://" + l.Addr().String()
 }
+
+// handedOut are the addresses localURL has returned.
+var handedOut = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
 
 // etcdBinary finds bin/etcd-<version> at the module root.
 func etcdBinary(t *testing.T, version string) string {
