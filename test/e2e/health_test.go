@@ -263,7 +263,7 @@ func TestNoSpaceIsRecovered(t *testing.T) {
 // data (on claims, which the local cluster keeps in memory: the same on
 // its disk would stall the other tests' members) and defragments a
 // follower held to a tenth of a CPU (throttle),
-// with spec.unhealthyMemberTimeout at one second: the follower answers
+// with spec.unhealthyMemberTimeout at its least, 10 s: the follower answers
 // nothing while it rewrites its database, for longer than etcd's usual
 // liveness budget (3 failed /livez 10 s apart) and than the 15 s after
 // which its Pod turns NotReady. It is neither restarted nor replaced:
@@ -277,7 +277,7 @@ func TestLongDefragmentation(t *testing.T) {
 		Spec: etcdv1alpha1.EtcdClusterSpec{
 			Replicas:               ptr.To[int32](3),
 			Options:                map[string]string{"quota-backend-bytes": strconv.Itoa(4 << 30)},
-			UnhealthyMemberTimeout: &metav1.Duration{Duration: time.Second},
+			UnhealthyMemberTimeout: &metav1.Duration{Duration: 10 * time.Second}, // the least allowed
 			// The database, the log and a defragmentation's copy.
 			Storage: etcdv1alpha1.StorageSpec{VolumeClaimTemplate: &etcdv1alpha1.EmbeddedPersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
 				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
