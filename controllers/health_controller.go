@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,6 +47,11 @@ type HealthReconciler struct {
 	NewEtcdClient EtcdClientFactory
 	// Interval is how often a cluster is probed; DefaultProbeInterval when 0.
 	Interval time.Duration
+
+	// edited holds, per cluster, the resourceVersion a request was carried
+	// out on: until the cache has seen the edit that removed it, a pass
+	// reads that version again and must not carry it out twice.
+	edited sync.Map
 }
 
 // Reconcile probes one cluster, publishes the result and takes at most one
@@ -114,6 +120,10 @@ func (r *HealthReconciler) maintain(ctx context.Context, c *etcdv1alpha1.EtcdClu
 	if !m.acts() {
 		return nil
 	}
+	key := client.ObjectKeyFromObject(c).String()
+	if done, ok := r.edited.Load(key); ok && m.edit != nil && done == c.ResourceVersion {
+		return nil // the cache has not seen the edit of a request done already
+	}
 	if err := r.etcdStep(ctx, c, endpoints, m); err != nil {
 		return err
 	}
@@ -124,9 +134,11 @@ func (r *HealthReconciler) maintain(ctx context.Context, c *etcdv1alpha1.EtcdClu
 	if err != nil {
 		return err
 	}
+	before := c.ResourceVersion
 	if err := r.Patch(ctx, c, client.RawPatch(types.JSONPatchType, patch)); err != nil {
 		return fmt.Errorf("recording that %s is done (annotation %s): %w", m.kind, m.edit.test, err)
 	}
+	r.edited.Store(key, before)
 	return nil
 }
 
