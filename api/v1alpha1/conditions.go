@@ -191,6 +191,10 @@ const (
 	// ReasonClaimsNotExpandable (ConfigurationWarning): the claims cannot
 	// grow to the template's size.
 	ReasonClaimsNotExpandable = "ClaimsNotExpandable"
+	// ReasonVolumeTooSmall (ConfigurationWarning): spec.options'
+	// quota-backend-bytes or max-wals need more than a member's volume
+	// holds (EtcdCluster.VolumeNeeded).
+	ReasonVolumeTooSmall = "VolumeTooSmall"
 )
 
 // Reasons of an EtcdTenant's Ready condition (and ReasonIssuing).

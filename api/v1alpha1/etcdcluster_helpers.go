@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -59,14 +60,86 @@ const slowDiskBytesPerSecond = 10 << 20
 const minDefragmentBudget = time.Minute
 
 // QuotaBackendBytes is the quota of the members' databases:
-// spec.options' quota-backend-bytes, or etcd's default.
+// spec.options' quota-backend-bytes, else the most a member's volume
+// holds (VolumeQuota), else etcd's default.
 func (c *EtcdCluster) QuotaBackendBytes() int64 {
 	if v, ok := c.Spec.Options["quota-backend-bytes"]; ok {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
 			return n
 		}
 	}
+	if q, ok := c.VolumeQuota(); ok {
+		return q
+	}
 	return DefaultQuotaBackendBytes
+}
+
+// walSegmentBytes is the size of one etcd write-ahead log file, which
+// etcd preallocates in full.
+const walSegmentBytes = 64_000_000
+
+// defaultMaxWALs is etcd's --max-wals: how many released write-ahead log
+// files it keeps.
+const defaultMaxWALs = 5
+
+// volumeSlackBytes is room on a member's volume for snapshot files and
+// the file system's own use.
+const volumeSlackBytes = 8 << 20
+
+// minQuotaBytes is the least quota VolumeQuota gives, the one the schema
+// makes room for when options set max-wals.
+const minQuotaBytes = 16 << 20
+
+// WALBytes is the most a member's write-ahead log takes on its volume
+// besides the database: the max-wals files etcd keeps (spec.options or
+// etcd's 5) and the one it preallocates, 64 MB each, and room for
+// snapshot files.
+func (c *EtcdCluster) WALBytes() int64 {
+	wals := int64(defaultMaxWALs)
+	if v, ok := c.Spec.Options["max-wals"]; ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+			wals = n
+		}
+	}
+	return (wals+1)*walSegmentBytes + volumeSlackBytes
+}
+
+// VolumeBytes is the size of each member's volume: the claim's storage
+// request, or the emptyDir's sizeLimit; false when unbounded.
+func (c *EtcdCluster) VolumeBytes() (int64, bool) {
+	s := c.Spec.Storage
+	if t := s.VolumeClaimTemplate; t != nil {
+		if q, ok := t.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
+			return q.Value(), true
+		}
+		return 0, false
+	}
+	if s.EmptyDir != nil && s.EmptyDir.SizeLimit != nil {
+		return s.EmptyDir.SizeLimit.Value(), true
+	}
+	return 0, false
+}
+
+// VolumeNeeded is the least size of a member's volume for the quota
+// and the write-ahead log files it keeps: WALBytes and the database
+// twice.
+func (c *EtcdCluster) VolumeNeeded() int64 {
+	return c.WALBytes() + 2*c.QuotaBackendBytes()
+}
+
+// VolumeQuota is the largest database quota a member's bounded volume
+// holds: besides the write-ahead log (WALBytes), the database twice,
+// because a defragmentation writes a copy before it drops the old file
+// and a member receiving a snapshot holds both the same way. It is at
+// most etcd's default quota; false when the volume is unbounded. A
+// database that reaches the quota raises etcd's NOSPACE alarm, which the
+// operator clears; a volume that fills up crashes the member instead.
+func (c *EtcdCluster) VolumeQuota() (int64, bool) {
+	size, ok := c.VolumeBytes()
+	if !ok {
+		return 0, false
+	}
+	return min(DefaultQuotaBackendBytes, max(minQuotaBytes, (size-c.WALBytes())/2)), true
 }
 
 // DefragmentBudget is how long one member's defragmentation may take: a

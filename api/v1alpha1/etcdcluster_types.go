@@ -161,20 +161,28 @@ type EmbeddedObjectMetadata struct {
 type StorageSpec struct {
 	// emptyDir keeps each member's data in an emptyDir volume, lost when the
 	// Pod is deleted. Ignored when volumeClaimTemplate is set. A sizeLimit
-	// must be at least 128Mi: etcd preallocates two 64 MB write-ahead log
-	// files before it holds any data. Leave room for the database too, up
-	// to its quota (quota-backend-bytes, 2Gi by default).
+	// must be at least 512Mi: etcd keeps up to six 64 MB write-ahead log
+	// files besides its database (max-wals and the one it preallocates).
+	// With a sizeLimit and no quota-backend-bytes in options, the
+	// operator sets the quota to what the volume holds (see
+	// volumeClaimTemplate).
 	//
-	// +kubebuilder:validation:XValidation:rule="!has(self.sizeLimit) || quantity(string(self.sizeLimit)).compareTo(quantity('128Mi')) >= 0",messageExpression="'spec.storage.emptyDir.sizeLimit ' + string(self.sizeLimit) + ' is too small for an etcd member, which preallocates two 64 MB write-ahead log files before it holds any data: set at least 128Mi (and room for the database), or leave sizeLimit out'"
+	// +kubebuilder:validation:XValidation:rule="!has(self.sizeLimit) || quantity(string(self.sizeLimit)).compareTo(quantity('512Mi')) >= 0",messageExpression="'spec.storage.emptyDir.sizeLimit ' + string(self.sizeLimit) + ' is too small for an etcd member, which keeps up to six 64 MB write-ahead log files besides its database: set at least 512Mi, or leave sizeLimit out'"
 	// +optional
 	EmptyDir *corev1.EmptyDirVolumeSource `json:"emptyDir,omitempty"`
 
 	// volumeClaimTemplate gives each member its own PersistentVolumeClaim,
 	// kept across Pod restarts and deleted when the member is removed.
-	// spec.resources.requests.storage is required, at least 128Mi (etcd
-	// preallocates two 64 MB write-ahead log files before it holds any
-	// data; leave room for the database too, up to quota-backend-bytes,
-	// 2Gi by default); it can grow but never shrink.
+	// spec.resources.requests.storage is required, at least 512Mi (etcd
+	// keeps up to six 64 MB write-ahead log files besides its database:
+	// max-wals, 5 by default, and the one it preallocates); it can grow
+	// but never shrink. Unless options set quota-backend-bytes, the
+	// operator sets it to what the volume holds besides those files,
+	// halved (a defragmentation or a snapshot from the leader writes a
+	// second copy of the database), at most etcd's default 2Gi: a 512Mi
+	// volume gets a quota of about 69Mi, 4.4Gi or more gets 2Gi. A full
+	// database raises etcd's NOSPACE alarm, which the operator clears; a
+	// full volume would crash the member instead.
 	//
 	// +optional
 	VolumeClaimTemplate *EmbeddedPersistentVolumeClaim `json:"volumeClaimTemplate,omitempty"`
@@ -184,7 +192,7 @@ type StorageSpec struct {
 // PersistentVolumeClaim.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.spec.resources) && has(self.spec.resources.requests) && 'storage' in self.spec.resources.requests",message="spec.storage.volumeClaimTemplate.spec.resources.requests.storage is required: set the size of each member's volume, for example 10Gi"
-// +kubebuilder:validation:XValidation:rule="!has(self.spec.resources) || !has(self.spec.resources.requests) || !('storage' in self.spec.resources.requests) || quantity(string(self.spec.resources.requests['storage'])).compareTo(quantity('128Mi')) >= 0",messageExpression="'spec.storage.volumeClaimTemplate.spec.resources.requests.storage ' + string(self.spec.resources.requests['storage']) + ' is too small for an etcd member, which preallocates two 64 MB write-ahead log files before it holds any data: request at least 128Mi, and room for the database'"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.resources) || !has(self.spec.resources.requests) || !('storage' in self.spec.resources.requests) || quantity(string(self.spec.resources.requests['storage'])).compareTo(quantity('512Mi')) >= 0",messageExpression="'spec.storage.volumeClaimTemplate.spec.resources.requests.storage ' + string(self.spec.resources.requests['storage']) + ' is too small for an etcd member, which keeps up to six 64 MB write-ahead log files besides its database: request at least 512Mi'"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.spec.resources) || !has(oldSelf.spec.resources.requests) || !('storage' in oldSelf.spec.resources.requests) || !has(self.spec.resources) || !has(self.spec.resources.requests) || !('storage' in self.spec.resources.requests) || quantity(string(self.spec.resources.requests['storage'])).compareTo(quantity(string(oldSelf.spec.resources.requests['storage']))) >= 0",messageExpression="'spec.storage.volumeClaimTemplate.spec.resources.requests.storage cannot shrink from ' + string(oldSelf.spec.resources.requests['storage']) + ' to ' + string(self.spec.resources.requests['storage']) + ': volumes only grow; keep the size or make it larger'"
 type EmbeddedPersistentVolumeClaim struct {
 	// metadata is added to every member's PersistentVolumeClaim.

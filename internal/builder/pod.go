@@ -305,6 +305,7 @@ func EtcdArgs(c *etcdv1alpha1.EtcdCluster, m Member) []string {
 	}
 	args = append(args, tlsArgs(c, m.Name)...)
 	args = append(args, compactionArgs(c)...)
+	args = append(args, quotaArgs(c)...)
 	for _, k := range slices.Sorted(maps.Keys(c.Spec.Options)) {
 		args = append(args, "--"+k+"="+c.Spec.Options[k])
 	}
@@ -323,6 +324,20 @@ func compactionArgs(c *etcdv1alpha1.EtcdCluster) []string {
 		}
 	}
 	return []string{"--auto-compaction-mode=" + DefaultAutoCompactionMode, "--auto-compaction-retention=" + DefaultAutoCompactionRetention}
+}
+
+// quotaArgs set the database's quota to what a member's volume holds
+// (VolumeQuota), unless spec.options sets quota-backend-bytes, or the
+// volume is unbounded or holds etcd's default quota: then etcd's default
+// applies (and a volume growing past it does not roll the members).
+func quotaArgs(c *etcdv1alpha1.EtcdCluster) []string {
+	if _, set := c.Spec.Options["quota-backend-bytes"]; set {
+		return nil
+	}
+	if q, ok := c.VolumeQuota(); ok && q != etcdv1alpha1.DefaultQuotaBackendBytes {
+		return []string{"--quota-backend-bytes=" + strconv.FormatInt(q, 10)}
+	}
+	return nil
 }
 
 // mergeContainer merges the template's etcd container into the operator's:

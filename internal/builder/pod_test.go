@@ -147,6 +147,48 @@ func TestMemberPodCompaction(t *testing.T) {
 	}
 }
 
+// TestMemberPodQuotaFitsTheVolume: on a bounded volume the database's
+// quota leaves room for etcd's write-ahead log files and a second copy
+// of the database, so a growing database raises NOSPACE (which the
+// operator clears) before the volume fills up (which crashes the member).
+func TestMemberPodQuotaFitsTheVolume(t *testing.T) {
+	t.Parallel()
+	claim := func(size string) etcdv1alpha1.StorageSpec {
+		return etcdv1alpha1.StorageSpec{VolumeClaimTemplate: &etcdv1alpha1.EmbeddedPersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
+		}}}
+	}
+	limit := resource.MustParse("1Gi")
+	tests := []struct {
+		name    string
+		storage etcdv1alpha1.StorageSpec
+		options map[string]string
+		want    []string
+	}{
+		// (512Mi - 6 x 64 MB of log - 8Mi) / 2
+		{"claim of the least size", claim("512Mi"), nil, []string{"--quota-backend-bytes=72241152"}},
+		{"fewer log files kept", claim("512Mi"), map[string]string{"max-wals": "2"}, []string{"--quota-backend-bytes=168241152"}},
+		{"emptyDir with a sizeLimit", etcdv1alpha1.StorageSpec{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &limit}}, nil, []string{"--quota-backend-bytes=340676608"}},
+		{"a volume for etcd's default: no flag", claim("10Gi"), nil, nil},
+		{"the user's quota", claim("512Mi"), map[string]string{"quota-backend-bytes": "16777216"}, []string{"--quota-backend-bytes=16777216"}},
+		{"unbounded emptyDir: etcd's default", etcdv1alpha1.StorageSpec{EmptyDir: &corev1.EmptyDirVolumeSource{}}, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCluster("a").withOptions(tt.options).obj()
+			c.Spec.Storage = tt.storage
+			var got []string
+			for _, a := range MemberPod(c, seedMember).Spec.Containers[0].Args {
+				if strings.HasPrefix(a, "--quota-backend-bytes") {
+					got = append(got, a)
+				}
+			}
+			checkEqual(t, got, tt.want)
+		})
+	}
+}
+
 func TestMemberPodStorage(t *testing.T) {
 	t.Parallel()
 	claim := &etcdv1alpha1.EmbeddedPersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
@@ -255,17 +297,21 @@ func TestPodSpecHash(t *testing.T) {
 	image := func(img string) etcdv1alpha1.PodTemplate {
 		return etcdv1alpha1.PodTemplate{Spec: etcdv1alpha1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Image: img}}}}
 	}
-	base := newCluster("a").withStorage(claim("1Gi")).obj()
+	base := newCluster("a").withStorage(claim("10Gi")).obj()
 	tests := []struct {
 		name    string
 		cluster *etcdv1alpha1.EtcdCluster
 		rolls   bool
 	}{
-		{"same spec", newCluster("a").withStorage(claim("1Gi")).obj(), false},
-		{"replicas", newCluster("a").withStorage(claim("1Gi")).withReplicas(5).obj(), false},
-		{"claim size (grown in place)", newCluster("a").withStorage(claim("2Gi")).obj(), false},
-		{"an option", newCluster("a").withStorage(claim("1Gi")).withOptions(map[string]string{"election-timeout": "2000"}).obj(), true},
-		{"the image", newCluster("a").withStorage(claim("1Gi")).withPodTemplate(image("quay.io/coreos/etcd:v3.5.21")).obj(), true},
+		{"same spec", newCluster("a").withStorage(claim("10Gi")).obj(), false},
+		{"replicas", newCluster("a").withStorage(claim("10Gi")).withReplicas(5).obj(), false},
+		// Past 4.4Gi the quota is etcd's default and stays: the claim grows
+		// in place. A smaller claim's quota grows with it, so its members
+		// roll to take it up (TestMemberPodQuotaFitsTheVolume).
+		{"claim size (grown in place)", newCluster("a").withStorage(claim("20Gi")).obj(), false},
+		{"claim size under 4.4Gi", newCluster("a").withStorage(claim("2Gi")).obj(), true},
+		{"an option", newCluster("a").withStorage(claim("10Gi")).withOptions(map[string]string{"election-timeout": "2000"}).obj(), true},
+		{"the image", newCluster("a").withStorage(claim("10Gi")).withPodTemplate(image("quay.io/coreos/etcd:v3.5.21")).obj(), true},
 		{"the storage kind", newCluster("a").obj(), true},
 	}
 	for _, tt := range tests {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -259,6 +260,63 @@ func TestNoSpaceIsRecovered(t *testing.T) {
 	}
 }
 
+// TestVolumeHoldsTheQuota: on a claim of the least size (512Mi) without
+// a quota in spec.options, a growing database raises etcd's NOSPACE alarm
+// before the volume fills up. The member keeps running (a full volume
+// crashes it: chaos seed 1 left a member of the former least size, 128Mi,
+// panicking on "no space left on device" for good), and once the data is
+// deleted the operator clears the alarm and writes succeed again.
+func TestVolumeHoldsTheQuota(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	cluster := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "small"},
+		Spec:       etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](1), Storage: claimsOf()},
+	}
+	if err := k8sClient.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(cluster)
+	awaitReady(ctx, t, key, 1)
+	pod := memberPods(ctx, t, key)[0]
+	if want := fmt.Sprintf("--quota-backend-bytes=%d", cluster.QuotaBackendBytes()); !slices.Contains(pod.Spec.Containers[0].Args, want) {
+		t.Fatalf("%s's args %v lack %s", pod.Name, pod.Spec.Containers[0].Args, want)
+	}
+	cli := etcdClient(ctx, t, ns, key.Name)
+
+	// Keys of 1 MiB until etcd refuses: 512 MiB of them without the quota.
+	value := strings.Repeat("v", 1<<20)
+	var err error
+	n := 0
+	for ; n < 512 && err == nil; n++ {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err = cli.Put(cctx, fmt.Sprintf("/big/%03d", n), value)
+		cancel()
+	}
+	if err == nil || !strings.Contains(err.Error(), "database space exceeded") {
+		t.Fatalf("after %d keys of 1 MiB: %v, want database space exceeded", n, err)
+	}
+	t.Logf("NOSPACE after %d keys of 1 MiB", n)
+	awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionAlarm, metav1.ConditionTrue, "NOSPACE")
+	if _, err := cli.Delete(ctx, "/big/", clientv3.WithPrefix()); err != nil {
+		t.Fatalf("deleting the keys under NOSPACE: %v", err)
+	}
+	support.Eventually(t, 3*time.Minute, "writes to succeed again", func() error {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := cli.Put(cctx, "/after", "yes")
+		return err
+	})
+	after := &corev1.Pod{}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(&pod), after); err != nil {
+		t.Fatal(err)
+	}
+	if after.UID != pod.UID || after.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("%s was restarted or replaced (restarts %d): its volume filled up", pod.Name, after.Status.ContainerStatuses[0].RestartCount)
+	}
+}
+
 // TestLongDefragmentation fills a 3-member cluster with 1.1 GiB of live
 // data (on claims, which the local cluster keeps in memory: the same on
 // its disk would stall the other tests' members) and defragments a
@@ -276,9 +334,9 @@ func TestLongDefragmentation(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"},
 		Spec: etcdv1alpha1.EtcdClusterSpec{
 			Replicas:               ptr.To[int32](3),
-			Options:                map[string]string{"quota-backend-bytes": strconv.Itoa(4 << 30)},
 			UnhealthyMemberTimeout: &metav1.Duration{Duration: 10 * time.Second}, // the least allowed
-			// The database, the log and a defragmentation's copy.
+			// The operator sets the quota this claim holds besides the
+			// log and a defragmentation's copy, about 1.8 GiB.
 			Storage: etcdv1alpha1.StorageSpec{VolumeClaimTemplate: &etcdv1alpha1.EmbeddedPersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
 				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("4Gi")}},

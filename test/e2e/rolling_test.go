@@ -269,11 +269,11 @@ func TestUpgrade35To36(t *testing.T) {
 	assertRefused(ctx, t, cluster, "quay.io/coreos/etcd:v3.5.21", "etcdctl downgrade enable 3.5")
 }
 
-// claimsOf is storage on a claim of 128Mi per member.
+// claimsOf is storage on a claim of 512Mi per member, the least allowed.
 func claimsOf() etcdv1alpha1.StorageSpec {
 	return etcdv1alpha1.StorageSpec{VolumeClaimTemplate: &etcdv1alpha1.EmbeddedPersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
 		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("128Mi")}},
+		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("512Mi")}},
 	}}}
 }
 

@@ -201,11 +201,11 @@ var invalidObjects = []invalid{
 	{"claim without a size", "storage: {volumeClaimTemplate: {spec: {accessModes: [ReadWriteOnce]}}}", "spec.storage.volumeClaimTemplate.spec.resources.requests.storage is required: set the size of each member's volume"},
 	{"claim with requests but no storage", "storage: {volumeClaimTemplate: {spec: {resources: {requests: {cpu: 1}}}}}", "spec.storage.volumeClaimTemplate.spec.resources.requests.storage is required"},
 	{"claim with no spec", "storage: {volumeClaimTemplate: {metadata: {labels: {a: b}}}}", `spec.storage.volumeClaimTemplate.spec: Required value`},
-	{"claim of 1Ki", "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 1Ki}}}}}", "spec.storage.volumeClaimTemplate: Invalid value: spec.storage.volumeClaimTemplate.spec.resources.requests.storage 1Ki is too small for an etcd member, which preallocates two 64 MB write-ahead log files before it holds any data: request at least 128Mi, and room for the database"},
-	{"claim just under the minimum", "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 127Mi}}}}}", "requests.storage 127Mi is too small for an etcd member"},
-	{"claim in bytes under the minimum", "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 134217727}}}}}", "requests.storage 134217727 is too small for an etcd member"},
-	{"emptyDir of 1Ki", "storage: {emptyDir: {sizeLimit: 1Ki}}", "spec.storage.emptyDir: Invalid value: spec.storage.emptyDir.sizeLimit 1Ki is too small for an etcd member, which preallocates two 64 MB write-ahead log files before it holds any data: set at least 128Mi (and room for the database), or leave sizeLimit out"},
-	{"emptyDir just under the minimum", "storage: {emptyDir: {medium: Memory, sizeLimit: 100M}}", "spec.storage.emptyDir.sizeLimit 100M is too small for an etcd member"},
+	{"claim of 1Ki", "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 1Ki}}}}}", "spec.storage.volumeClaimTemplate: Invalid value: spec.storage.volumeClaimTemplate.spec.resources.requests.storage 1Ki is too small for an etcd member, which keeps up to six 64 MB write-ahead log files besides its database: request at least 512Mi"},
+	{"claim just under the minimum", "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 511Mi}}}}}", "requests.storage 511Mi is too small for an etcd member"},
+	{"claim in bytes under the minimum", "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 536870911}}}}}", "requests.storage 536870911 is too small for an etcd member"},
+	{"emptyDir of 1Ki", "storage: {emptyDir: {sizeLimit: 1Ki}}", "spec.storage.emptyDir: Invalid value: spec.storage.emptyDir.sizeLimit 1Ki is too small for an etcd member, which keeps up to six 64 MB write-ahead log files besides its database: set at least 512Mi, or leave sizeLimit out"},
+	{"emptyDir just under the minimum", "storage: {emptyDir: {medium: Memory, sizeLimit: 536M}}", "spec.storage.emptyDir.sizeLimit 536M is too small for an etcd member"},
 	{"emptyDir of zero", "storage: {emptyDir: {sizeLimit: 0}}", "spec.storage.emptyDir.sizeLimit 0 is too small for an etcd member"},
 
 	// podDisruptionBudgetTemplate
@@ -270,9 +270,9 @@ var invalidObjects = []invalid{
 // must accept them.
 var validObjects = []struct{ name, spec string }{
 	{"an option that only sounds unsafe", "options: {experimental-initial-corrupt-check: 'true'}"},
-	{"claim of the minimum", "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 128Mi}}}}}"},
-	{"claim of the minimum in bytes", "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 134217728}}}}}"},
-	{"emptyDir of the minimum", "storage: {emptyDir: {medium: Memory, sizeLimit: 128Mi}}"},
+	{"claim of the minimum", "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 512Mi}}}}}"},
+	{"claim of the minimum in bytes", "storage: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 536870912}}}}}"},
+	{"emptyDir of the minimum", "storage: {emptyDir: {medium: Memory, sizeLimit: 512Mi}}"},
 	{"emptyDir without a limit", "storage: {emptyDir: {}}"},
 	{"etcd container env that is no flag", "podTemplate: {spec: {containers: [{name: etcd, env: [{name: GOMAXPROCS, value: '2'}, {name: ETCDCTL_API, value: '3'}, {name: ETCD_UNSUPPORTED_ARCH, value: riscv64}, {name: etcd_lower, value: x}]}]}}"},
 	{"sidecar env with ETCD_ names", "podTemplate: {spec: {containers: [{name: backup, image: busybox, env: [{name: ETCD_DATA_DIR, value: /var/lib/etcd}]}]}}"},
