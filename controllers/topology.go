@@ -197,9 +197,9 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 		}
 		pod.Annotations[etcdv1alpha1.AnnotationInitialClusterState] = builder.ClusterStateExisting
 		if err := r.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
-			return 0, fmt.Errorf("sealing the seed %s: %w", a.member, err)
+			return 0, fmt.Errorf("sealing the founder %s: %w", a.member, err)
 		}
-		logger.Info("Sealed the seed")
+		logger.Info("Sealed the founder")
 		return stepRequeue, nil
 	case actNoteIndex:
 		pod := o.pods[a.member]

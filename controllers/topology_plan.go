@@ -164,7 +164,7 @@ func plan(o observed) action {
 		p := o.pods[name]
 		if m, ok := byName[name]; ok && m.Name != "" && p.DeletionTimestamp == nil &&
 			p.Annotations[etcdv1alpha1.AnnotationInitialClusterState] != builder.ClusterStateExisting {
-			return action{kind: actSealSeed, member: name, reason: "the cluster has formed: its seed " + name + " restarts as a member of it from now on"}
+			return action{kind: actSealSeed, member: name, reason: "the cluster has formed: its founder " + name + " restarts as a member of it from now on"}
 		}
 	}
 
@@ -609,18 +609,24 @@ func podReady(p *corev1.Pod) bool {
 }
 
 // planWithoutEtcd decides what to do when no member answers: found the
-// cluster when it has no Pods and no claims, or when it never formed (no
-// cluster ID recorded) and its seed has no Pod: a claim is no evidence of
-// member data until a member started on it, and the seed's first Pod may
-// have been refused after its claim was created. Else bring back members
+// cluster while it is being founded (founding), else bring back members
 // whose claims survived their Pods (a quorum may need them to answer
 // again), or wait for the members to come up.
 func planWithoutEtcd(o observed) action {
 	c := o.cluster
-	seed := fmt.Sprintf("%s-0", c.Name)
-	if _, ok := o.pods[seed]; !ok && o.claims[seed] && c.Status.ClusterID == "" {
-		return action{kind: actCreateSeed, member: seed, initialCluster: builder.InitialCluster(map[string]string{seed: builder.PeerURL(c, seed)}),
-			reason: "the cluster has not formed yet and its seed has no Pod"}
+	if lost := c.Status.ClusterID; lost != "" && len(o.pods) == 0 && len(o.allClaims) == 0 && c.Annotations[etcdv1alpha1.AnnotationStartEmpty] != lost {
+		return action{kind: actRefuse, refusal: etcdv1alpha1.ReasonDataLost, reason: fmt.Sprintf(
+			"every member of etcd cluster %s is gone with its data (no Pods, no claims); the operator does not put an empty cluster in its place on its own. Restore from a backup into a new EtcdCluster, or annotate this one with %s=%s to start an empty cluster",
+			lost, etcdv1alpha1.AnnotationStartEmpty, lost)}
+	}
+	if founding(o) {
+		initial := foundingCluster(o)
+		for _, name := range builder.InitialClusterNames(initial) {
+			if _, ok := o.pods[name]; !ok {
+				return action{kind: actCreateSeed, member: name, initialCluster: initial,
+					reason: "the cluster has not formed yet: its founders start together (" + initial + ")"}
+			}
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(o.claims)) {
 		if _, ok := o.pods[name]; !ok {
@@ -632,16 +638,51 @@ func planWithoutEtcd(o observed) action {
 				reason: "no member answers and the claim of " + name + " holds its data"}
 		}
 	}
-	if len(o.pods) == 0 && len(o.allClaims) == 0 {
-		if lost := c.Status.ClusterID; lost != "" && c.Annotations[etcdv1alpha1.AnnotationStartEmpty] != lost {
-			return action{kind: actRefuse, refusal: etcdv1alpha1.ReasonDataLost, reason: fmt.Sprintf(
-				"every member of etcd cluster %s is gone with its data (no Pods, no claims); the operator does not put an empty cluster in its place on its own. Restore from a backup into a new EtcdCluster, or annotate this one with %s=%s to start an empty cluster",
-				lost, etcdv1alpha1.AnnotationStartEmpty, lost)}
-		}
-		return action{kind: actCreateSeed, member: seed, initialCluster: builder.InitialCluster(map[string]string{seed: builder.PeerURL(c, seed)}),
-			reason: "the cluster has no members yet"}
-	}
 	return action{kind: actWait, reason: fmt.Sprintf("no member answers yet (%v)", o.etcdErr)}
+}
+
+// founding tells whether the cluster is being founded, its founders
+// starting together as a new etcd cluster: it never formed (no cluster ID
+// recorded; a claim is no evidence of member data until a member started
+// on it), or every member is gone and the user accepted an empty cluster
+// in its place (AnnotationStartEmpty), as long as every Pod is one of the
+// new founders.
+func founding(o observed) bool {
+	c := o.cluster
+	if lost := c.Status.ClusterID; lost != "" {
+		if c.Annotations[etcdv1alpha1.AnnotationStartEmpty] != lost {
+			return false
+		}
+		for _, p := range o.pods {
+			if p.Annotations[etcdv1alpha1.AnnotationInitialClusterState] != builder.ClusterStateNew {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// foundingCluster is the --initial-cluster of the founders: the one the
+// first founder Pods were built with, so that a change of spec.replicas
+// while they start cannot give founders two different clusters (etcd
+// derives the cluster ID from it); else spec.replicas members. A cluster
+// grows past its founders, or shrinks, once it has formed.
+func foundingCluster(o observed) string {
+	c := o.cluster
+	for _, name := range slices.Sorted(maps.Keys(o.pods)) {
+		p := o.pods[name]
+		if p.Annotations[etcdv1alpha1.AnnotationInitialClusterState] == builder.ClusterStateNew {
+			if initial := builder.InitialClusterOf(p); initial != "" {
+				return initial
+			}
+		}
+	}
+	peers := map[string]string{}
+	for i := range int(c.DesiredReplicas()) {
+		name := fmt.Sprintf("%s-%d", c.Name, i)
+		peers[name] = builder.PeerURL(c, name)
+	}
+	return builder.InitialCluster(peers)
 }
 
 // mismatchedEndpoints lists the endpoints that report another cluster ID

@@ -206,7 +206,10 @@ func TestPlan(t *testing.T) {
 		member string
 	}{
 		{"nothing yet: found the cluster", world{replicas: 3, noEtcd: true}, actCreateSeed, "a-0"},
-		{"seed starting: wait", world{replicas: 3, noEtcd: true, pods: []string{"a-0"}}, actWait, ""},
+		{"founders start together: the next one", world{replicas: 3, noEtcd: true, pods: []string{"a-0"}, seeds: []string{"a-0"}}, actCreateSeed, "a-1"},
+		{"every founder started: wait for them to form", world{replicas: 3, noEtcd: true, pods: []string{"a-0", "a-1", "a-2"}, seeds: []string{"a-0", "a-1", "a-2"}}, actWait, ""},
+		{"a founder's Pod refused, the others formed: it starts as a member", world{replicas: 3, voters: []string{"a-0", "a-1"}, unstarted: []string{"a-2"}, pods: []string{"a-0", "a-1"}, seeds: []string{"a-0", "a-1"}, leader: "a-0"}, actSealSeed, "a-0"},
+		{"a founder's Pod refused, the others sealed: it starts as a member", world{replicas: 3, voters: []string{"a-0", "a-1"}, unstarted: []string{"a-2"}, pods: []string{"a-0", "a-1"}, leader: "a-0"}, actCreatePod, "a-2"},
 		{"one of three: add a learner", world{replicas: 3, voters: []string{"a-0"}, pods: []string{"a-0"}, leader: "a-0"}, actAddLearner, "a-1"},
 		{"learner added, no Pod (crash after add)", world{replicas: 3, voters: []string{"a-0"}, unstarted: []string{"a-1"}, pods: []string{"a-0"}, leader: "a-0"}, actCreatePod, "a-1"},
 		{"learner started: promote", world{replicas: 3, voters: []string{"a-0"}, learners: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0"}, actPromote, "a-1"},
@@ -262,7 +265,8 @@ func TestPlan(t *testing.T) {
 		{"two of five silent, one replaced: the other is replaced too", world{replicas: 5, voters: []string{"a-0", "a-1", "a-2", "a-4"}, pods: []string{"a-0", "a-1", "a-2", "a-3", "a-4"}, leader: "a-0",
 			sick: []string{"a-4"}, silent: []string{"a-4"}, unready: []string{"a-3", "a-4"}}, actRemove, "a-4"},
 		{"a stray Pod waits until every member confirmed the list", world{replicas: 1, voters: []string{"a-0", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", silent: []string{"a-2"}}, actWait, "a-1"},
-		{"no answer, claims without Pods: bring them back", world{replicas: 3, noEtcd: true, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0"}}, actCreatePod, "a-1"},
+		{"no answer, claims without Pods: bring them back", world{replicas: 3, noEtcd: true, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0"}, lostCluster: "1"}, actCreatePod, "a-1"},
+		{"never formed, founders' claims without Pods: found the cluster", world{replicas: 3, noEtcd: true, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0"}, seeds: []string{"a-0"}}, actCreateSeed, "a-1"},
 		{"seed's claim, its Pod refused, never formed: found the cluster", world{replicas: 3, noEtcd: true, persistent: true, claims: []string{"a-0"}}, actCreateSeed, "a-0"},
 		{"seed's claim without a Pod after the cluster formed: bring it back", world{replicas: 1, noEtcd: true, persistent: true, claims: []string{"a-0"}, lostCluster: "1"}, actCreatePod, "a-0"},
 		{"claim member whose Pod was deleted: recreate it", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-2"}, leader: "a-0"}, actCreatePod, "a-1"},
@@ -278,6 +282,8 @@ func TestPlan(t *testing.T) {
 		{"a removed member's Pod being deleted on a live node: its kubelet finishes", world{replicas: 3, voters: []string{"a-0", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", deleting: []string{"a-1"}}, actAddLearner, "a-3"},
 		{"every member and its data gone: refuse to start empty", world{replicas: 3, noEtcd: true, lostCluster: "1"}, actRefuse, etcdv1alpha1.ReasonDataLost},
 		{"every member gone, start-empty annotation: found anew", world{replicas: 3, noEtcd: true, lostCluster: "1", startEmpty: true}, actCreateSeed, "a-0"},
+		{"founding anew: the next founder", world{replicas: 3, noEtcd: true, lostCluster: "1", startEmpty: true, pods: []string{"a-0"}, seeds: []string{"a-0"}}, actCreateSeed, "a-1"},
+		{"start-empty beside a Pod of the lost cluster: no founding", world{replicas: 3, noEtcd: true, lostCluster: "1", startEmpty: true, pods: []string{"a-4"}}, actWait, ""},
 		{"roll in place: a follower first", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0", "a-1", "a-2"}}, actRoll, "a-1"},
 		{"roll in place: the leader last, after moving leadership", world{replicas: 3, persistent: true, claims: []string{"a-0", "a-1", "a-2"}, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0"}}, actMoveLeader, "a-0"},
 		{"roll: waits for every member to be healthy", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-1"}, sick: []string{"a-2"}}, actWait, "a-2"},
@@ -348,7 +354,8 @@ func TestPlanSaysWhy(t *testing.T) {
 	}
 }
 
-// TestPlanConverges walks a cluster from nothing to 3 members, then to 1,
+// TestPlanConverges walks a cluster from nothing to 3 members (its
+// founders, together), then to 1, then to 3 again (a learner at a time),
 // applying each planned step to the fixture as a perfect world would, and
 // checks the steps in order.
 func TestPlanConverges(t *testing.T) {
@@ -358,7 +365,13 @@ func TestPlanConverges(t *testing.T) {
 	apply := func(a action) {
 		switch a.kind {
 		case actCreateSeed:
-			w.pods, w.noEtcd, w.voters, w.leader = append(w.pods, a.member), false, []string{a.member}, a.member
+			// The founders form the cluster once they all run.
+			w.pods, w.seeds = append(w.pods, a.member), append(w.seeds, a.member)
+			if len(w.pods) == int(w.replicas) {
+				w.noEtcd, w.voters, w.leader = false, slices.Clone(w.pods), w.pods[0]
+			}
+		case actSealSeed:
+			w.seeds = without(w.seeds, a.member)
 		case actAddLearner:
 			w.unstarted = append(w.unstarted, a.member)
 		case actCreatePod:
@@ -371,18 +384,23 @@ func TestPlanConverges(t *testing.T) {
 			w.pods = without(w.pods, a.member)
 		}
 	}
-	for i := 0; i < 20; i++ {
-		if i == 8 {
+	for i := 0; i < 22; i++ {
+		switch i {
+		case 8:
 			w.replicas = 1
+		case 14:
+			w.replicas = 3
 		}
 		a := plan(w.observed())
 		steps = append(steps, string(a.kind)+" "+a.member)
 		apply(a)
 	}
 	want := []string{
-		"CreateSeed a-0", "AddLearner a-1", "CreatePod a-1", "Promote a-1",
+		"CreateSeed a-0", "CreateSeed a-1", "CreateSeed a-2",
+		"SealSeed a-0", "SealSeed a-1", "SealSeed a-2", "None ", "None ",
+		"RemoveMember a-2", "DeletePod a-2", "RemoveMember a-1", "DeletePod a-1", "None ", "None ",
+		"AddLearner a-1", "CreatePod a-1", "Promote a-1",
 		"AddLearner a-2", "CreatePod a-2", "Promote a-2", "None ",
-		"RemoveMember a-2", "DeletePod a-2", "RemoveMember a-1", "DeletePod a-1", "None ",
 	}
 	for i, s := range want {
 		if steps[i] != s {
@@ -557,5 +575,31 @@ func TestLearnerJudgedByProgress(t *testing.T) {
 	removedAt, _ := walk(7 * time.Minute)
 	if removedAt < 7*time.Minute+learnerStallTimeout || removedAt > 7*time.Minute+learnerStallTimeout+learnerNoteInterval+10*time.Second {
 		t.Errorf("a learner that stalls at 7m was removed at %s, want about %s later", removedAt, learnerStallTimeout)
+	}
+}
+
+// TestFoundersStayWhileFounding: spec.replicas changed while the founders
+// start does not change who founds the cluster. Founders built for
+// another --initial-cluster would compute another cluster ID and never
+// join the others.
+func TestFoundersStayWhileFounding(t *testing.T) {
+	t.Parallel()
+	w := world{replicas: 3, noEtcd: true}
+	o := w.observed()
+	first := plan(o)
+	if first.kind != actCreateSeed || first.member != "a-0" {
+		t.Fatalf("first step %s %s, want CreateSeed a-0", first.kind, first.member)
+	}
+	o.pods["a-0"] = builder.MemberPod(o.cluster, builder.Member{Name: "a-0", ClusterState: builder.ClusterStateNew, InitialCluster: first.initialCluster})
+	o.cluster.Spec.Replicas = ptr.To[int32](5)
+	for _, want := range []string{"a-1", "a-2"} {
+		a := plan(o)
+		if a.kind != actCreateSeed || a.member != want || a.initialCluster != first.initialCluster {
+			t.Fatalf("step %s %s with --initial-cluster=%s, want CreateSeed %s with %s", a.kind, a.member, a.initialCluster, want, first.initialCluster)
+		}
+		o.pods[want] = builder.MemberPod(o.cluster, builder.Member{Name: want, ClusterState: builder.ClusterStateNew, InitialCluster: a.initialCluster})
+	}
+	if a := plan(o); a.kind != actWait {
+		t.Errorf("every founder has a Pod: %s %s, want a wait", a.kind, a.member)
 	}
 }

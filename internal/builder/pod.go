@@ -43,7 +43,7 @@ const (
 	DefaultAutoCompactionRetention = "5m"
 )
 
-// Initial cluster states of a member: the seed of a new cluster, or a
+// Initial cluster states of a member: a founder of a new cluster, or a
 // member joining an existing one.
 const (
 	ClusterStateNew      = "new"
@@ -101,6 +101,33 @@ func InitialCluster(peers map[string]string) string {
 		parts = append(parts, n+"="+peers[n])
 	}
 	return strings.Join(parts, ",")
+}
+
+// InitialClusterOf is the --initial-cluster a member Pod was built with
+// ("" when it has none).
+func InitialClusterOf(p *corev1.Pod) string {
+	for _, ctr := range p.Spec.Containers {
+		if ctr.Name != EtcdContainerName {
+			continue
+		}
+		for _, a := range ctr.Args {
+			if v, ok := strings.CutPrefix(a, "--initial-cluster="); ok {
+				return v
+			}
+		}
+	}
+	return ""
+}
+
+// InitialClusterNames are the member names of an --initial-cluster value.
+func InitialClusterNames(initial string) []string {
+	var names []string
+	for part := range strings.SplitSeq(initial, ",") {
+		if name, _, ok := strings.Cut(part, "="); ok {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // ClusterToken is the --initial-cluster-token of a cluster: its UID, unique
@@ -266,7 +293,7 @@ func etcdContainer(c *etcdv1alpha1.EtcdCluster, m Member) corev1.Container {
 		Command: []string{"etcd"},
 		Args:    EtcdArgs(c, m),
 		// --initial-cluster-state, from the Pod's annotation when the
-		// container starts: the seed's turns "existing" once the cluster
+		// container starts: a founder's turns "existing" once the cluster
 		// formed (see AnnotationInitialClusterState).
 		Env: []corev1.EnvVar{{Name: InitialClusterStateEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
 			APIVersion: "v1", FieldPath: "metadata.annotations['" + etcdv1alpha1.AnnotationInitialClusterState + "']",

@@ -149,10 +149,12 @@ func awaitOperatorRollout(ctx context.Context, t *testing.T, armed bool) *corev1
 }
 
 // TestOperatorCrashesAtEachStep crashes the operator right after each
-// membership step — after adding a learner (before its Pod exists), after
-// creating its Pod, after promoting it, after moving leadership, after
-// removing a member (before its Pod is deleted), after deleting a Pod —
-// while a cluster scales 1 -> 3 -> 1 and a writer writes. Each restart
+// membership step — after creating a founder's Pod (before the others'),
+// after sealing a founder, after adding a learner (before its Pod exists),
+// after creating its Pod, after promoting it, after moving leadership,
+// after removing a member (before its Pod is deleted), after deleting a
+// Pod — while a cluster is founded with 3 members, then scales 3 -> 1 -> 3
+// with a writer writing. Each restart
 // re-derives the next step and the cluster converges with every
 // acknowledged write.
 //
@@ -160,28 +162,29 @@ func awaitOperatorRollout(ctx context.Context, t *testing.T, armed bool) *corev1
 // armed, and the armed operator crashes in every other test's reconciles.
 func TestOperatorCrashesAtEachStep(t *testing.T) {
 	ctx := context.Background()
-	steps := []string{"AddLearner", "CreatePod", "Promote", "MoveLeader", "RemoveMember", "DeletePod"}
+	steps := []string{"CreateSeed", "SealSeed", "AddLearner", "CreatePod", "Promote", "MoveLeader", "RemoveMember", "DeletePod"}
 	operator := armCrashPoints(ctx, t, steps)
 
 	ns := newNamespace(ctx, t)
 	cluster := &etcdv1alpha1.EtcdCluster{}
 	cluster.Namespace, cluster.Name = ns, "crashing"
-	cluster.Spec.Replicas = ptr.To[int32](1)
+	cluster.Spec.Replicas = ptr.To[int32](3)
 	if err := k8sClient.Create(ctx, cluster); err != nil {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(cluster)
-	awaitReady(ctx, t, key, 1)
+	awaitReady(ctx, t, key, 3)
 	cli := etcdClient(ctx, t, ns, cluster.Name)
+	assertMembers(ctx, t, cli, ns, 3)
 	finish := startWriter(ctx, t, cli)
-	for _, n := range []int32{3, 1} {
+	for _, n := range []int32{1, 3} {
 		scaleTo(ctx, t, cluster, cli, n)
 	}
 	finish()
 
 	log := env.ContainerLog(operator.Namespace, operator.Name, "manager")
 	crashed := 0
-	for _, step := range []string{"AddLearner", "CreatePod", "Promote", "RemoveMember", "DeletePod"} {
+	for _, step := range []string{"CreateSeed", "SealSeed", "AddLearner", "CreatePod", "Promote", "RemoveMember", "DeletePod"} {
 		if !strings.Contains(log, "crashpoint: crashing right after step "+step) {
 			t.Errorf("the operator never crashed after %s", step)
 		}

@@ -60,7 +60,7 @@ const (
 	deletePod         fault = iota // data kept with a claim, gone with an emptyDir
 	deletePodAndClaim              // data gone
 	wipeData                       // data wiped under the running member, which restarts
-	wipeSeed                       // wipeData, to the member that founded the cluster
+	wipeFounder                    // wipeData, to <cluster>-0, a founder
 	stopNode                       // the member's node stops and does not come back
 )
 
@@ -87,11 +87,11 @@ func TestMemberReplacement(t *testing.T) {
 		// time; one that keeps failing is replaced after the timeout.
 		{"wiped-emptydir", etcdv1alpha1.StorageSpec{}, wipeData, resynced},
 		{"wiped-claim", etcdv1alpha1.StorageSpec{VolumeClaimTemplate: replacementClaim()}, wipeData, resynced},
-		// The seed, wiped, must never found a cluster of its own again (it
-		// once came back as one, with the same member and cluster IDs, and
-		// its member list made the operator delete the others' Pods): it
-		// fails to start and is replaced.
-		{"wiped-seed", etcdv1alpha1.StorageSpec{}, wipeSeed, freshMember},
+		// A founder, wiped, must never found a cluster of its own again (a
+		// lone seed once came back as one, with the same member and cluster
+		// IDs, and its member list made the operator delete the others'
+		// Pods): sealed, it restarts as a member of the cluster.
+		{"wiped-founder", etcdv1alpha1.StorageSpec{}, wipeFounder, resynced},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -224,11 +224,7 @@ func harmAndAwaitComeback(t *testing.T, name string, storage etcdv1alpha1.Storag
 	before := memberIDs(ctx, t, cli)
 	finish := startWriter(ctx, t, cli)
 	victim := pickVictim(ctx, t, ns, name, f == stopNode)
-	if f == wipeData && victim.Name == name+"-0" {
-		// The seed is wipeSeed's: a wiped seed is replaced, never re-synced.
-		victim = otherMember(ctx, t, ns, name, victim.Name)
-	}
-	if f == wipeSeed {
+	if f == wipeFounder {
 		victim = &corev1.Pod{}
 		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-0"}, victim); err != nil {
 			t.Fatal(err)
@@ -360,7 +356,7 @@ func harm(ctx context.Context, t *testing.T, victim *corev1.Pod, f fault) {
 		if err := k8sClient.Delete(ctx, victim); err != nil {
 			t.Fatal(err)
 		}
-	case wipeData, wipeSeed:
+	case wipeData, wipeFounder:
 		inject(localcluster.Fault{Action: localcluster.FaultWipe, Namespace: victim.Namespace, Pod: victim.Name, Volume: builder.DataVolumeName})
 		inject(localcluster.Fault{Action: localcluster.FaultKill, Namespace: victim.Namespace, Pod: victim.Name, Container: builder.EtcdContainerName})
 	case stopNode:
@@ -390,22 +386,6 @@ func awaitNodeReady(t *testing.T, name string) {
 		}
 		return fmt.Errorf("conditions %v", node.Status.Conditions)
 	})
-}
-
-// otherMember is a member Pod of cluster other than the one named not.
-func otherMember(ctx context.Context, t *testing.T, ns, cluster, not string) *corev1.Pod {
-	t.Helper()
-	pods := &corev1.PodList{}
-	if err := k8sClient.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{etcdv1alpha1.LabelCluster: cluster}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range pods.Items {
-		if pods.Items[i].Name != not {
-			return &pods.Items[i]
-		}
-	}
-	t.Fatalf("no member of %s but %s", cluster, not)
-	return nil
 }
 
 // etcdRestarts is how often the etcd container of a member Pod restarted.
