@@ -42,16 +42,28 @@ import (
 func main() {
 	runs := flag.Int("runs", 3, "Runs of each scenario.")
 	root := flag.String("root", ".", "The repository.")
-	memoryOnly := flag.Bool("memory-only", false, "Measure only the operator's memory and CPU at rest and with unrelated Secrets (to compare two builds of the operator).")
+	memoryOnly := flag.Bool("memory-only", false, "Measure only the operator's memory and CPU at rest and with unrelated Secrets (to compare two builds of the operator); the same as --scenarios memory.")
+	only := flag.String("scenarios", strings.Join(scenarios, ","), "The scenarios to run, comma-separated, from "+strings.Join(scenarios, ", ")+".")
 	flag.Parse()
 	if *memoryOnly {
-		*runs = 0
+		*only = "memory"
 	}
-	if err := run(*root, *runs); err != nil {
+	chosen := map[string]bool{}
+	for s := range strings.SplitSeq(*only, ",") {
+		if !slices.Contains(scenarios, s) {
+			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q in --scenarios: choose from %s\n", s, strings.Join(scenarios, ", "))
+			os.Exit(2)
+		}
+		chosen[s] = true
+	}
+	if err := run(*root, *runs, chosen); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
+
+// scenarios are what the bench can measure; --scenarios picks some.
+var scenarios = []string{"bootstrap", "scale", "recover", "roll", "memory"}
 
 type bench struct {
 	env *support.Env
@@ -59,7 +71,7 @@ type bench struct {
 	ns  string
 }
 
-func run(root string, runs int) error {
+func run(root string, runs int, chosen map[string]bool) error {
 	env, stop, err := support.Start(root)
 	if err != nil {
 		return err
@@ -90,8 +102,14 @@ func run(root string, runs int) error {
 		fmt.Fprintf(os.Stderr, "  %s: %s\n", name, d.Round(10*time.Millisecond))
 	}
 	for i := range runs {
+		if !chosen["bootstrap"] && !chosen["scale"] && !chosen["recover"] && !chosen["roll"] {
+			break
+		}
 		fmt.Fprintf(os.Stderr, "run %d of %d\n", i+1, runs)
 		for _, n := range []int32{1, 3, 5} {
+			if !chosen["bootstrap"] {
+				break
+			}
 			d, phases, err := b.bootstrap(ctx, fmt.Sprintf("boot%d-%d", n, i), n)
 			if err != nil {
 				return err
@@ -101,14 +119,19 @@ func run(root string, runs int) error {
 				record(fmt.Sprintf("  %d: %s", n, p.name), p.took)
 			}
 		}
-		steps, err := b.scale(ctx, fmt.Sprintf("scale-%d", i))
-		if err != nil {
-			return err
-		}
-		for _, s := range steps {
-			record("scale step "+s.name, s.took)
+		if chosen["scale"] {
+			steps, err := b.scale(ctx, fmt.Sprintf("scale-%d", i))
+			if err != nil {
+				return err
+			}
+			for _, s := range steps {
+				record("scale step "+s.name, s.took)
+			}
 		}
 		for _, loss := range []bool{false, true} {
+			if !chosen["recover"] {
+				break
+			}
 			d, err := b.recover(ctx, fmt.Sprintf("recover-%d-%v", i, loss), loss)
 			if err != nil {
 				return err
@@ -119,12 +142,24 @@ func run(root string, runs int) error {
 			}
 			record(name, d)
 		}
-		took, window, err := b.roll(ctx, fmt.Sprintf("roll-%d", i))
-		if err != nil {
-			return err
+		if chosen["roll"] {
+			took, window, err := b.roll(ctx, fmt.Sprintf("roll-%d", i))
+			if err != nil {
+				return err
+			}
+			record("roll 3 members to new options (claims kept)", took)
+			record("longest write error window during the roll", window)
 		}
-		record("roll 3 members to new options (claims kept)", took)
-		record("longest write error window during the roll", window)
+	}
+
+	fmt.Printf("\nEtcdCluster benchmark on the local cluster, %d runs (median [min, max])\n\n", max(runs, 1))
+	for _, name := range order {
+		ds := slices.Clone(results[name])
+		slices.Sort(ds)
+		fmt.Printf("%-58s %8s [%s, %s]\n", name, ds[len(ds)/2].Round(100*time.Millisecond), ds[0].Round(100*time.Millisecond), ds[len(ds)-1].Round(100*time.Millisecond))
+	}
+	if !chosen["memory"] {
+		return nil
 	}
 	mem, cpu, err := b.operatorAtRest(10 * time.Second)
 	if err != nil {
@@ -133,13 +168,6 @@ func run(root string, runs int) error {
 	memSecrets, err := b.unrelatedSecrets(ctx, unrelatedSecrets, unrelatedSecretSize)
 	if err != nil {
 		return err
-	}
-
-	fmt.Printf("\nEtcdCluster benchmark on the local cluster, %d runs (median [min, max])\n\n", max(runs, 1))
-	for _, name := range order {
-		ds := slices.Clone(results[name])
-		slices.Sort(ds)
-		fmt.Printf("%-58s %8s [%s, %s]\n", name, ds[len(ds)/2].Round(100*time.Millisecond), ds[0].Round(100*time.Millisecond), ds[len(ds)-1].Round(100*time.Millisecond))
 	}
 	fmt.Printf("%-58s %8s\n", "operator memory at rest (RSS)", mem)
 	fmt.Printf("%-58s %8s\n", "operator CPU at rest", cpu)
