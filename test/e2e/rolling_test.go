@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -189,7 +190,9 @@ func conditionMessage(c *etcdv1alpha1.EtcdCluster, typ string) string {
 // to 3.7, upgrades to 3.6.16 one member at a time while a writer writes
 // (no acknowledged write lost, at most one member down at any time, etcd
 // reports cluster version 3.6 at the end), grows its claims in place
-// without replacing a Pod, then refuses a downgrade.
+// without replacing a Pod (its quota is its own: one the operator sized to
+// the volume would grow too, and roll the members to take it up), then
+// refuses a downgrade.
 func TestUpgrade35To36(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -200,6 +203,7 @@ func TestUpgrade35To36(t *testing.T) {
 			Replicas:    ptr.To[int32](3),
 			PodTemplate: etcdImage("quay.io/coreos/etcd:v3.5.21"),
 			Storage:     claimsOf(),
+			Options:     map[string]string{"quota-backend-bytes": strconv.Itoa(64 << 20)},
 		},
 	}
 	if err := k8sClient.Create(ctx, cluster); err != nil {
@@ -241,17 +245,17 @@ func TestUpgrade35To36(t *testing.T) {
 		before[p.UID] = true
 	}
 	patch := client.MergeFrom(cluster.DeepCopy())
-	cluster.Spec.Storage.VolumeClaimTemplate.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("256Mi")
+	cluster.Spec.Storage.VolumeClaimTemplate.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("1Gi")
 	if err := k8sClient.Patch(ctx, cluster, patch); err != nil {
 		t.Fatal(err)
 	}
-	support.Eventually(t, 2*time.Minute, "every claim to grow to 256Mi", func() error {
+	support.Eventually(t, 2*time.Minute, "every claim to grow to 1Gi", func() error {
 		claims := &corev1.PersistentVolumeClaimList{}
 		if err := k8sClient.List(ctx, claims, client.InNamespace(ns), client.MatchingLabels{etcdv1alpha1.LabelCluster: key.Name}); err != nil {
 			return err
 		}
 		for _, pvc := range claims.Items {
-			if got := pvc.Status.Capacity.Storage().String(); got != "256Mi" {
+			if got := pvc.Status.Capacity.Storage().String(); got != "1Gi" {
 				return fmt.Errorf("claim %s has %s", pvc.Name, got)
 			}
 		}
