@@ -114,6 +114,32 @@ func (r *TopologyReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCl
 	return o, nil
 }
 
+// createMemberPod creates the claim (for a member that never ran: one
+// that ran must find its data, or be replaced) and the Pod of member name
+// for step a, starting with initial cluster state.
+func (r *TopologyReconciler) createMemberPod(ctx context.Context, c *etcdv1alpha1.EtcdCluster, o observed, a action, name, state string) (time.Duration, error) {
+	if claim := builder.MemberClaim(c, name); claim != nil && !a.started {
+		if ok, err := r.createClaim(ctx, c, claim); err != nil || !ok {
+			return waitRequeue, refused("PersistentVolumeClaim", claim.Name, err)
+		}
+	}
+	pod := builder.MemberPod(c, builder.Member{Name: name, ClusterState: state, InitialCluster: a.initialCluster, TrustBundleHash: o.trustHash})
+	if err := r.Create(ctx, pod); apierrors.IsAlreadyExists(err) {
+		existing := &corev1.Pod{}
+		if err := r.Get(ctx, client.ObjectKeyFromObject(pod), existing); err != nil {
+			return 0, err
+		}
+		if err := foreign("Pod", pod, existing); err != nil {
+			return 0, err
+		}
+	} else if err != nil {
+		return 0, refused("Pod", pod.Name, err)
+	}
+	log.FromContext(ctx).Info("Created member Pod", "step", a.kind, "member", name)
+	r.event(c, corev1.EventTypeNormal, "MemberPodCreated", "Created Pod %s (%s)", name, a.reason)
+	return 0, nil
+}
+
 // lostNodes tells which nodes of the Pods are not Ready (or gone).
 func (r *TopologyReconciler) lostNodes(ctx context.Context, pods map[string]*corev1.Pod) (map[string]bool, error) {
 	lost := map[string]bool{}
@@ -159,32 +185,19 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 	case actRefuse:
 		r.event(c, corev1.EventTypeWarning, a.refusal, "Refusing to change membership: %s", a.reason)
 		return waitRequeue, nil
-	case actCreateSeed, actCreatePod:
-		state := builder.ClusterStateExisting
-		if a.kind == actCreateSeed {
-			state = builder.ClusterStateNew
-		}
-		if claim := builder.MemberClaim(c, a.member); claim != nil && !a.started {
-			// Only a member that never ran gets a new claim: one that ran
-			// must find its data, or be replaced.
-			if ok, err := r.createClaim(ctx, c, claim); err != nil || !ok {
-				return waitRequeue, refused("PersistentVolumeClaim", claim.Name, err)
+	case actCreateSeed:
+		// The founders' Pods together: a pass waits on etcd, which does
+		// not answer before a majority of them runs.
+		for _, name := range a.founders {
+			if requeue, err := r.createMemberPod(ctx, c, o, a, name, builder.ClusterStateNew); err != nil {
+				return requeue, err
 			}
 		}
-		pod := builder.MemberPod(c, builder.Member{Name: a.member, ClusterState: state, InitialCluster: a.initialCluster, TrustBundleHash: o.trustHash})
-		if err := r.Create(ctx, pod); apierrors.IsAlreadyExists(err) {
-			existing := &corev1.Pod{}
-			if err := r.Get(ctx, client.ObjectKeyFromObject(pod), existing); err != nil {
-				return 0, err
-			}
-			if err := foreign("Pod", pod, existing); err != nil {
-				return 0, err
-			}
-		} else if err != nil {
-			return 0, refused("Pod", pod.Name, err)
+		return stepRequeue, nil
+	case actCreatePod:
+		if requeue, err := r.createMemberPod(ctx, c, o, a, a.member, builder.ClusterStateExisting); err != nil {
+			return requeue, err
 		}
-		logger.Info("Created member Pod")
-		r.event(c, corev1.EventTypeNormal, "MemberPodCreated", "Created Pod %s (%s)", a.member, a.reason)
 		return stepRequeue, nil
 	case actSealSeed:
 		pod := o.pods[a.member]

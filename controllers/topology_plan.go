@@ -95,6 +95,9 @@ type action struct {
 	started bool
 	// initialCluster is --initial-cluster for a Pod to create.
 	initialCluster string
+	// founders are, for an actCreateSeed, every founder without a Pod
+	// (member first): their Pods are created together.
+	founders []string
 	// force deletes a Pod at once: its node is lost, so its kubelet would
 	// never confirm the deletion; its member is no longer in etcd.
 	force bool
@@ -621,11 +624,15 @@ func planWithoutEtcd(o observed) action {
 	}
 	if founding(o) {
 		initial := foundingCluster(o)
+		var missing []string
 		for _, name := range builder.InitialClusterNames(initial) {
 			if _, ok := o.pods[name]; !ok {
-				return action{kind: actCreateSeed, member: name, initialCluster: initial,
-					reason: "the cluster has not formed yet: its founders start together (" + initial + ")"}
+				missing = append(missing, name)
 			}
+		}
+		if len(missing) > 0 {
+			return action{kind: actCreateSeed, member: missing[0], founders: missing, initialCluster: initial,
+				reason: "the cluster has not formed yet: its founders start together (" + initial + ")"}
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(o.claims)) {

@@ -587,8 +587,8 @@ func TestFoundersStayWhileFounding(t *testing.T) {
 	w := world{replicas: 3, noEtcd: true}
 	o := w.observed()
 	first := plan(o)
-	if first.kind != actCreateSeed || first.member != "a-0" {
-		t.Fatalf("first step %s %s, want CreateSeed a-0", first.kind, first.member)
+	if first.kind != actCreateSeed || first.member != "a-0" || !slices.Equal(first.founders, []string{"a-0", "a-1", "a-2"}) {
+		t.Fatalf("first step %s %s of founders %v, want CreateSeed a-0 of a-0, a-1 and a-2", first.kind, first.member, first.founders)
 	}
 	o.pods["a-0"] = builder.MemberPod(o.cluster, builder.Member{Name: "a-0", ClusterState: builder.ClusterStateNew, InitialCluster: first.initialCluster})
 	o.cluster.Spec.Replicas = ptr.To[int32](5)

@@ -3,6 +3,7 @@ package localcluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -80,7 +81,7 @@ func (n podNetwork) setup(ctx context.Context) error {
 	n.teardown(ctx)
 	steps := [][]string{
 		{"netns", "add", n.netns},
-		{"link", "add", n.hostVeth, "type", "veth", "peer", "name", "eth0", "netns", n.netns},
+		{"link", "add", n.hostVeth, "type", "veth", "peer", "name", "eth0", "address", podMAC(n.ip), "netns", n.netns},
 		{"link", "set", n.hostVeth, "master", BridgeName, "up"},
 		{"-n", n.netns, "link", "set", "lo", "up"},
 		{"-n", n.netns, "addr", "add", n.ip + "/16", "dev", "eth0"},
@@ -93,6 +94,20 @@ func (n podNetwork) setup(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// podMAC is the MAC address of a pod's eth0, derived from its IP
+// address (02:00 and the address's four bytes). Pod addresses are
+// reused: with a MAC of its own, a new pod on an old address would get
+// no traffic from the host (its probes, the API server's proxy) nor from
+// other pods until their ARP entries for the old pod's MAC expired, about
+// 30 s, and each bootstrap took that long more whenever it happened.
+func podMAC(ip string) string {
+	v4 := net.ParseIP(ip).To4()
+	if v4 == nil {
+		return ""
+	}
+	return fmt.Sprintf("02:00:%02x:%02x:%02x:%02x", v4[0], v4[1], v4[2], v4[3])
 }
 
 // teardown deletes the namespace (and with it the veth pair).
