@@ -665,6 +665,15 @@ func startTenantAPIServer(ctx context.Context, t *testing.T, ns, tenant string) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	// kube-apiserver reports ready before its system namespaces controller
+	// has created namespace default (its log says "namespaces kube-system
+	// not found" for a few seconds after it starts): a ConfigMap created in
+	// default that early is refused. A user of a new control plane waits
+	// for it the same way.
+	support.Eventually(t, time.Minute, "namespace default in the kube-apiserver of "+tenant, func() error {
+		_, err := api.CoreV1().Namespaces().Get(ctx, metav1.NamespaceDefault, metav1.GetOptions{})
+		return err
+	})
 	return api
 }
 
