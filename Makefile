@@ -162,7 +162,7 @@ test-report: $(GOTESTSUM) ## The ten slowest tests of the last `make test`.
 	@cat $(TEST_LOGS)/*.json | $(GOTESTSUM) tool slowest --num 10
 
 .PHONY: bench
-bench: localcluster-binaries $(KUSTOMIZE) ## Measure bootstrap, scaling and recovery times and the operator at rest (medians of BENCH_RUNS runs).
+bench: localcluster-binaries $(KUSTOMIZE) ## Measure bootstrap, scaling, recovery and roll times, the operator at rest and with many clusters (medians of BENCH_RUNS runs).
 	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
 		$(GO) run ./hack/bench --runs $(BENCH_RUNS) $(BENCH_FLAGS)
 

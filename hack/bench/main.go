@@ -6,7 +6,10 @@
 // time to roll a 3-member cluster to a new spec and the longest run of
 // failed writes during the roll, the operator's memory and CPU at rest, and
 // its memory once the cluster holds 2,000 Secrets of 10 KiB that are none
-// of its business (its cache must not hold them). It is a benchmark, not a
+// of its business (its cache must not hold them), and one operator with
+// many clusters: 100 running clusters of 1 member, then 1,000 whose
+// members never start, each time its memory, its CPU at rest and how long
+// a spec change on one cluster takes to reach it. It is a benchmark, not a
 // test: it asserts nothing beyond each scenario finishing. Run it with
 // `make bench`.
 package main
@@ -44,6 +47,8 @@ func main() {
 	root := flag.String("root", ".", "The repository.")
 	memoryOnly := flag.Bool("memory-only", false, "Measure only the operator's memory and CPU at rest and with unrelated Secrets (to compare two builds of the operator); the same as --scenarios memory.")
 	only := flag.String("scenarios", strings.Join(scenarios, ","), "The scenarios to run, comma-separated, from "+strings.Join(scenarios, ", ")+".")
+	flag.IntVar(&fleetRunning, "fleet-running", fleetRunning, "Clusters of 1 member the fleet scenario runs.")
+	flag.IntVar(&fleetIdle, "fleet-idle", fleetIdle, "Clusters whose members never start that the fleet scenario creates after the running ones are gone.")
 	flag.Parse()
 	if *memoryOnly {
 		*only = "memory"
@@ -63,7 +68,7 @@ func main() {
 }
 
 // scenarios are what the bench can measure; --scenarios picks some.
-var scenarios = []string{"bootstrap", "scale", "recover", "roll", "memory"}
+var scenarios = []string{"bootstrap", "scale", "recover", "roll", "memory", "fleet"}
 
 type bench struct {
 	env *support.Env
@@ -132,15 +137,18 @@ func run(root string, runs int, chosen map[string]bool) error {
 			if !chosen["recover"] {
 				break
 			}
-			d, err := b.recover(ctx, fmt.Sprintf("recover-%d-%v", i, loss), loss)
+			d, phases, err := b.recover(ctx, fmt.Sprintf("recover-%d-%v", i, loss), loss)
 			if err != nil {
 				return err
 			}
-			name := "full strength after a Pod deletion (claim kept)"
+			name, short := "full strength after a Pod deletion (claim kept)", "Pod"
 			if loss {
-				name = "full strength after data loss (Pod and claim deleted)"
+				name, short = "full strength after data loss (Pod and claim deleted)", "data"
 			}
 			record(name, d)
+			for _, p := range phases {
+				record(fmt.Sprintf("  %s: %s", short, p.name), p.took)
+			}
 		}
 		if chosen["roll"] {
 			took, window, err := b.roll(ctx, fmt.Sprintf("roll-%d", i))
@@ -158,9 +166,20 @@ func run(root string, runs int, chosen map[string]bool) error {
 		slices.Sort(ds)
 		fmt.Printf("%-58s %8s [%s, %s]\n", name, ds[len(ds)/2].Round(100*time.Millisecond), ds[0].Round(100*time.Millisecond), ds[len(ds)-1].Round(100*time.Millisecond))
 	}
-	if !chosen["memory"] {
-		return nil
+	if chosen["memory"] {
+		if err := b.memory(ctx); err != nil {
+			return err
+		}
 	}
+	if chosen["fleet"] {
+		return b.fleet(ctx)
+	}
+	return nil
+}
+
+// memory measures the operator's memory and CPU at rest, then its memory
+// once the cluster holds many Secrets that are none of its business.
+func (b *bench) memory(ctx context.Context) error {
 	mem, cpu, err := b.operatorAtRest(10 * time.Second)
 	if err != nil {
 		return err
@@ -258,25 +277,32 @@ func memberOrdinal(cluster, note string) string {
 // is named by the events it lies between, members by ordinal, so runs
 // compare.
 func (b *bench) phases(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, start, ready time.Time) ([]step, error) {
+	events, err := b.membershipEvents(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	var marks []mark
+	for _, e := range events {
+		marks = append(marks, mark{e.Reason + " #" + memberOrdinal(cluster.Name, e.Note), e.EventTime.Time})
+	}
+	return splitAt(start, "apply", marks, ready), nil
+}
+
+// membershipEvents are the operator's events about the membership of
+// cluster: a member's Pod created, a learner added or promoted, a member
+// removed.
+func (b *bench) membershipEvents(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) ([]eventsv1.Event, error) {
 	events := &eventsv1.EventList{}
 	if err := b.c.List(ctx, events, client.InNamespace(cluster.Namespace)); err != nil {
 		return nil, err
 	}
 	var mine []eventsv1.Event
 	for _, e := range events.Items {
-		if e.Regarding.Kind == "EtcdCluster" && e.Regarding.Name == cluster.Name && slices.Contains([]string{"MemberPodCreated", "MemberAdded", "MemberPromoted"}, e.Reason) {
+		if e.Regarding.Kind == "EtcdCluster" && e.Regarding.Name == cluster.Name && slices.Contains([]string{"MemberPodCreated", "MemberAdded", "MemberPromoted", "MemberRemoved"}, e.Reason) {
 			mine = append(mine, e)
 		}
 	}
-	slices.SortFunc(mine, func(a, b eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
-	var out []step
-	prev, at := "apply", start
-	for _, e := range mine {
-		label := e.Reason + " #" + memberOrdinal(cluster.Name, e.Note)
-		out = append(out, step{name: prev + " -> " + label, took: e.EventTime.Sub(at)})
-		prev, at = label, e.EventTime.Time
-	}
-	return append(out, step{name: prev + " -> Ready seen", took: ready.Sub(at)}), nil
+	return mine, nil
 }
 
 type step struct {
@@ -312,47 +338,94 @@ func (b *bench) scale(ctx context.Context, name string) ([]step, error) {
 
 // recover deletes a member's Pod (and with dataLoss its claim) of a
 // 3-member cluster with claims and returns the time until the cluster is
-// Ready with 3 members again, none of them the deleted Pod.
-func (b *bench) recover(ctx context.Context, name string, dataLoss bool) (time.Duration, error) {
+// Ready with 3 members again, none of them the deleted Pod, and where it
+// went: the old Pod gone, the operator's membership events, the new Pod
+// Ready.
+func (b *bench) recover(ctx context.Context, name string, dataLoss bool) (time.Duration, []step, error) {
 	cluster := b.cluster(name, 3, true)
 	if err := b.c.Create(ctx, cluster); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer func() { _ = b.c.Delete(ctx, cluster) }()
 	if err := b.awaitReady(ctx, cluster, 3); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	victim := &corev1.Pod{}
 	if err := b.c.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: name + "-1"}, victim); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	start := time.Now()
 	if dataLoss {
 		claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "data-" + victim.Name}}
 		if err := b.c.Delete(ctx, claim); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 	}
 	if err := b.c.Delete(ctx, victim); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
+	var gone, replacementReady time.Time
 	err := b.poll(ctx, func() error {
 		pods := &corev1.PodList{}
 		if err := b.c.List(ctx, pods, client.InNamespace(b.ns), client.MatchingLabels{etcdv1alpha1.LabelCluster: name}); err != nil {
 			return err
 		}
-		ready := 0
+		ready, victimSeen := 0, false
 		for _, p := range pods.Items {
-			if p.UID != victim.UID && podReady(&p) {
+			switch {
+			case p.UID == victim.UID:
+				victimSeen = true
+			case podReady(&p):
 				ready++
+				if p.CreationTimestamp.After(start) && replacementReady.IsZero() {
+					replacementReady = time.Now()
+				}
 			}
+		}
+		if !victimSeen && gone.IsZero() {
+			gone = time.Now()
 		}
 		if ready != 3 {
 			return fmt.Errorf("%d of 3 member Pods ready", ready)
 		}
 		return b.ready(ctx, cluster, 3)
 	})
-	return time.Since(start), err
+	if err != nil {
+		return 0, nil, err
+	}
+	done := time.Now()
+	marks := []mark{{"old Pod gone", gone}, {"new Pod Ready", replacementReady}}
+	events, err := b.membershipEvents(ctx, cluster)
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, e := range events {
+		if e.EventTime.After(start) {
+			marks = append(marks, mark{e.Reason + " #" + memberOrdinal(cluster.Name, e.Note), e.EventTime.Time})
+		}
+	}
+	return done.Sub(start), splitAt(start, "delete", marks, done), nil
+}
+
+// mark is a moment something was seen.
+type mark struct {
+	name string
+	at   time.Time
+}
+
+// splitAt splits the time from start to end at marks, in the order they
+// happened (unset marks are left out), into steps named by the marks they
+// lie between.
+func splitAt(start time.Time, first string, marks []mark, end time.Time) []step {
+	marks = slices.DeleteFunc(slices.Clone(marks), func(m mark) bool { return m.at.IsZero() })
+	slices.SortStableFunc(marks, func(a, b mark) int { return a.at.Compare(b.at) })
+	var out []step
+	prev, at := first, start
+	for _, m := range marks {
+		out = append(out, step{name: prev + " -> " + m.name, took: m.at.Sub(at)})
+		prev, at = m.name, m.at
+	}
+	return append(out, step{name: prev + " -> Ready seen", took: end.Sub(at)})
 }
 
 // roll changes the options of a 3-member cluster with claims while a
@@ -459,19 +532,24 @@ func (b *bench) ready(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, n 
 
 // poll checks every 100 ms for up to 5 minutes.
 func (b *bench) poll(ctx context.Context, check func() error) error {
-	deadline := time.Now().Add(5 * time.Minute)
+	return b.pollEvery(ctx, 100*time.Millisecond, 5*time.Minute, check)
+}
+
+// pollEvery checks every interval for up to timeout.
+func (b *bench) pollEvery(ctx context.Context, interval, timeout time.Duration, check func() error) error {
+	deadline := time.Now().Add(timeout)
 	for {
 		err := check()
 		if err == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("gave up after 5m: %w", err)
+			return fmt.Errorf("gave up after %s: %w", timeout, err)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(interval):
 		}
 	}
 }
