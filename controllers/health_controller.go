@@ -94,13 +94,8 @@ func (r *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 	if interval == 0 {
 		interval = DefaultProbeInterval
 	}
-	switch {
-	case step.acts():
+	if step.acts() {
 		interval = time.Second
-	case len(endpoints) == 0:
-		// No member Pod runs: there is nothing to probe until a Pod
-		// changes, and the Pod watch starts a pass then.
-		interval = maxWaitRequeue
 	}
 	return ctrl.Result{RequeueAfter: interval}, nil
 }
