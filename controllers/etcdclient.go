@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"errors"
-	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,24 +16,16 @@ import (
 type EtcdClientFactory func(ctx context.Context, c *etcdv1alpha1.EtcdCluster, endpoints []string) (etcd.Client, error)
 
 // NewEtcdClientFactory is the EtcdClientFactory of the real etcd client,
-// configured by memberclient.Config on every call. The clients it makes
-// are kept between passes (etcd.Pool): a cluster's client is reused until
-// its endpoints or credentials change, or no pass used it for
-// idleClientTimeout.
+// configured by memberclient.Config on every call.
 func NewEtcdClientFactory(reader client.Reader) EtcdClientFactory {
-	pool := etcd.NewPool(etcd.New, idleClientTimeout)
 	return func(ctx context.Context, c *etcdv1alpha1.EtcdCluster, endpoints []string) (etcd.Client, error) {
 		cfg, err := memberclient.Config(ctx, reader, c, endpoints)
 		if err != nil {
 			return nil, err
 		}
-		return pool.Get(string(c.UID), cfg)
+		return etcd.New(cfg)
 	}
 }
-
-// idleClientTimeout is how long a cluster's etcd client stays open
-// without a pass using it: several health probes (DefaultProbeInterval).
-const idleClientTimeout = 2 * time.Minute
 
 // errNoMemberPods is connectMembers' error for a cluster without member
 // Pods.

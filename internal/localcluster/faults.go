@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -275,16 +276,36 @@ func throttle(group string, pid int) error {
 	return nil
 }
 
-// unthrottle moves process pid, when it runs, back to the root cgroup
-// (where every container runs) and removes group.
+// unthrottle moves every process in group back to the root cgroup (where
+// every container runs) and removes group. Every process, not only pid:
+// one the container started after it was throttled is in the group too,
+// and the group cannot be removed while it holds one (TestFaultThrottle
+// once failed with "device or resource busy"). A process that exits
+// meanwhile may hold the group for a moment longer, so the removal is
+// tried again for up to a second.
 func unthrottle(group string, pid int, running bool) error {
 	if running {
 		if err := os.WriteFile(filepath.Join(cpuCgroupRoot, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
 			return fmt.Errorf("unthrottling process %d: %w", pid, err)
 		}
 	}
-	if err := os.Remove(group); err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("removing cgroup %s: %w", group, err)
+	deadline := time.Now().Add(time.Second)
+	for {
+		procs, err := os.ReadFile(filepath.Join(group, "cgroup.procs"))
+		if os.IsNotExist(err) {
+			return nil
+		}
+		for _, p := range strings.Fields(string(procs)) {
+			// One that exited meanwhile needs no moving.
+			_ = os.WriteFile(filepath.Join(cpuCgroupRoot, "cgroup.procs"), []byte(p), 0o644)
+		}
+		err = os.Remove(group)
+		if err == nil || os.IsNotExist(err) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("removing cgroup %s (processes in it: %s): %w", group, strings.Join(strings.Fields(string(procs)), ", "), err)
+		}
+		time.Sleep(20 * time.Millisecond) // the kernel gives no event to wait on
 	}
-	return nil
 }

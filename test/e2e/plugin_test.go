@@ -224,7 +224,7 @@ func assertPluginShowsMembers(ctx context.Context, t *testing.T, ns, name string
 	}
 	want := map[string]string{}
 	for _, m := range resp.Members {
-		want[m.Name] = fmt.Sprintf("%016x", m.ID)
+		want[m.Name] = fmt.Sprintf("%x", m.ID) // as etcdctl prints it, and the plugin
 	}
 	check := func(members []kubectletcd.MemberView) error {
 		leaders := 0

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,7 +38,13 @@ func StartEnvtest(crdDir string) (*rest.Config, client.Client, func(), error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return nil, nil, nil, errors.New("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds kube-apiserver and etcd into bin/ and points KUBEBUILDER_ASSETS at them")
 	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{crdDir}, ErrorIfCRDPathMissing: true}
+	env := &envtest.Environment{
+		CRDDirectoryPaths: []string{crdDir}, ErrorIfCRDPathMissing: true,
+		// kube-apiserver takes 10 to 20 s to become ready while the
+		// local cluster's suites and builds share the 2 cores; envtest
+		// gives it 20 s by default and gave up five times in a row once.
+		ControlPlaneStartTimeout: 2 * time.Minute,
+	}
 	stop := func() {
 		if err := env.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "stopping kube-apiserver and etcd: %v\n", err)
