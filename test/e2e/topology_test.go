@@ -36,7 +36,12 @@ func newNamespace(ctx context.Context, t *testing.T) string {
 func awaitReady(ctx context.Context, t *testing.T, key client.ObjectKey, replicas int32) time.Duration {
 	t.Helper()
 	start := time.Now()
-	support.Eventually(t, 3*time.Minute, fmt.Sprintf("%s to be Ready with %d members", key.Name, replicas), func() error {
+	// 5 minutes: TestOperatorCrashesAtEachStep, which kills the operator
+	// after every step of a scale-up, ran out of 3 minutes once in CI with
+	// its last member promoted 14 s before (every pass after a crash waits
+	// the 5 s call timeout on the member that is not up yet; issue #17's
+	// fail-fast probes remove that).
+	support.Eventually(t, 5*time.Minute, fmt.Sprintf("%s to be Ready with %d members", key.Name, replicas), func() error {
 		c := &etcdv1alpha1.EtcdCluster{}
 		if err := k8sClient.Get(ctx, key, c); err != nil {
 			return err
