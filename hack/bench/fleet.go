@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -100,36 +99,15 @@ func fleetName(i int) string { return fmt.Sprintf("f%04d", i) }
 
 // createFleet creates n clusters of 1 member in ns, eight at a time.
 func (b *bench) createFleet(ctx context.Context, ns string, n int, idle bool) error {
-	const workers = 8
-	next := make(chan int)
-	errs := make(chan error, workers)
-	for range workers {
-		go func() {
-			var err error
-			for i := range next {
-				if err != nil {
-					continue
-				}
-				c := b.cluster(fleetName(i), 1, false)
-				c.Namespace = ns
-				c.Labels = map[string]string{fleetLabel: "true"}
-				if idle {
-					c.Spec.PodTemplate.Spec.NodeSelector = map[string]string{"bench.etcd.aenix.io/node": "none"}
-				}
-				err = b.c.Create(ctx, c)
-			}
-			errs <- err
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	var failed error
-	for range workers {
-		failed = errors.Join(failed, <-errs)
-	}
-	return failed
+	return eightAtOnce(n, func(i int) error {
+		c := b.cluster(fleetName(i), 1, false)
+		c.Namespace = ns
+		c.Labels = map[string]string{fleetLabel: "true"}
+		if idle {
+			c.Spec.PodTemplate.Spec.NodeSelector = map[string]string{"bench.etcd.aenix.io/node": "none"}
+		}
+		return b.c.Create(ctx, c)
+	})
 }
 
 // fleetSettled says whether the n clusters in ns are in place: every one

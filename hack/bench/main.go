@@ -206,31 +206,11 @@ const (
 // returns the operator's resident memory then. The Secrets go with the
 // bench's namespace.
 func (b *bench) unrelatedSecrets(ctx context.Context, n, size int) (string, error) {
-	const workers = 8
-	names := make(chan int)
-	errs := make(chan error, workers)
-	for range workers {
-		go func() {
-			var err error
-			for i := range names {
-				if err != nil {
-					continue
-				}
-				s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: fmt.Sprintf("unrelated-%04d", i)},
-					Data: map[string][]byte{"blob": []byte(strings.Repeat("x", size))}}
-				err = b.c.Create(ctx, s)
-			}
-			errs <- err
-		}()
-	}
-	for i := range n {
-		names <- i
-	}
-	close(names)
-	var failed error
-	for range workers {
-		failed = errors.Join(failed, <-errs)
-	}
+	failed := eightAtOnce(n, func(i int) error {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: fmt.Sprintf("unrelated-%04d", i)},
+			Data: map[string][]byte{"blob": []byte(strings.Repeat("x", size))}}
+		return b.c.Create(ctx, s)
+	})
 	if failed != nil {
 		return "", fmt.Errorf("creating %d unrelated Secrets: %w", n, failed)
 	}
@@ -626,4 +606,32 @@ func residentMemory(pid string) (string, error) {
 		}
 	}
 	return "?", nil
+}
+
+// eightAtOnce calls do for 0 to n-1, eight calls at a time, and returns
+// their errors; after a worker's first error it skips its other calls.
+func eightAtOnce(n int, do func(i int) error) error {
+	const workers = 8
+	next := make(chan int)
+	errs := make(chan error, workers)
+	for range workers {
+		go func() {
+			var err error
+			for i := range next {
+				if err == nil {
+					err = do(i)
+				}
+			}
+			errs <- err
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	var failed error
+	for range workers {
+		failed = errors.Join(failed, <-errs)
+	}
+	return failed
 }
