@@ -18,6 +18,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/etcd-operator/etcd-operator/internal/etcd"
 )
@@ -672,4 +674,25 @@ func etcdBinary(t *testing.T, version string) string {
 		t.Fatalf("etcd %s is missing (%v): run `make localcluster-binaries` to build it", version, err)
 	}
 	return bin
+}
+
+// TestStatusAndHealthFailFast: an endpoint nothing serves (a member whose
+// Pod is being deleted, or restarting) is reported as not answering when
+// the connection is refused, not when the call timeout runs out. Passes
+// that probe such a member used to wait the whole call timeout.
+func TestStatusAndHealthFailFast(t *testing.T) {
+	t.Parallel()
+	ep := localURL(t) // nothing listens there
+	cli, err := etcd.New(etcd.Config{Endpoints: []string{ep}, CallTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	_, statusErr := cli.Status(context.Background(), ep)
+	healthErr := cli.Health(context.Background(), ep)
+	for call, err := range map[string]error{"Status": statusErr, "Health": healthErr} {
+		if code := status.Code(errors.Unwrap(err)); err == nil || code != codes.Unavailable {
+			t.Errorf("%s of %s, where nothing listens: %v (code %s); want the connection's refusal (Unavailable), not the call timeout", call, ep, err, code)
+		}
+	}
 }
