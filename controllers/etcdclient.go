@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -16,16 +17,24 @@ import (
 type EtcdClientFactory func(ctx context.Context, c *etcdv1alpha1.EtcdCluster, endpoints []string) (etcd.Client, error)
 
 // NewEtcdClientFactory is the EtcdClientFactory of the real etcd client,
-// configured by memberclient.Config on every call.
+// configured by memberclient.Config on every call. The clients it makes
+// are kept between passes (etcd.Pool): a cluster's client is reused until
+// its endpoints or credentials change, or no pass used it for
+// idleClientTimeout.
 func NewEtcdClientFactory(reader client.Reader) EtcdClientFactory {
+	pool := etcd.NewPool(etcd.New, idleClientTimeout)
 	return func(ctx context.Context, c *etcdv1alpha1.EtcdCluster, endpoints []string) (etcd.Client, error) {
 		cfg, err := memberclient.Config(ctx, reader, c, endpoints)
 		if err != nil {
 			return nil, err
 		}
-		return etcd.New(cfg)
+		return pool.Get(string(c.UID), cfg)
 	}
 }
+
+// idleClientTimeout is how long a cluster's etcd client stays open
+// without a pass using it: several health probes (DefaultProbeInterval).
+const idleClientTimeout = 2 * time.Minute
 
 // errNoMemberPods is connectMembers' error for a cluster without member
 // Pods.
