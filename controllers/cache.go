@@ -66,7 +66,8 @@ func clusterLabelled() labels.Selector {
 
 // NewClient is the manager's client (ctrl.Options.NewClient): it reads
 // from the manager's cache, and an object of a labelledOnly kind that the
-// cache does not have from the API server.
+// cache does not have from the API server; it does not send server-side
+// applies that would change nothing (skipUnchangedApplies).
 func NewClient(config *rest.Config, options client.Options) (client.Client, error) {
 	cached, err := client.New(config, options)
 	if err != nil {
@@ -77,7 +78,7 @@ func NewClient(config *rest.Config, options client.Options) (client.Client, erro
 	if err != nil {
 		return nil, err
 	}
-	return liveFallback{Client: cached, live: live}, nil
+	return newSkipUnchangedApplies(liveFallback{Client: cached, live: live}), nil
 }
 
 // liveFallback is a client whose Get of a labelledOnly kind the cache
