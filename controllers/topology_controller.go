@@ -4,6 +4,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +42,11 @@ type TopologyReconciler struct {
 	NewEtcdClient EtcdClientFactory
 	// CrashPoints, when armed, stop the process right after a step (tests).
 	CrashPoints *crashpoint.Points
+
+	// waits holds, per cluster (its NamespacedName), what its passes have
+	// been waiting for (nextWait): a hint for how often to look, never
+	// an input to the plan.
+	waits sync.Map
 }
 
 // +kubebuilder:rbac:groups=etcd.aenix.io,resources=etcdclusters,verbs=get;list;watch
@@ -57,9 +63,11 @@ func (r *TopologyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_
 	defer func() { countError(req.Namespace, req.Name, "topology", err) }()
 	cluster := &etcdv1alpha1.EtcdCluster{}
 	if err := r.Get(ctx, req.NamespacedName, cluster); err != nil {
+		r.waits.Delete(req.NamespacedName)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !cluster.DeletionTimestamp.IsZero() {
+		r.waits.Delete(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 
@@ -117,6 +125,14 @@ func (r *TopologyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_
 	}
 	r.CrashPoints.Hit(string(step.kind))
 	log.FromContext(ctx).V(1).Info("Reconciled cluster", "step", step.String())
+	prev, _ := r.waits.Load(req.NamespacedName)
+	prevWaiting, _ := prev.(waiting)
+	wait, next := nextWait(prevWaiting, step, wait, observed.now)
+	if next.since.IsZero() {
+		r.waits.Delete(req.NamespacedName)
+	} else {
+		r.waits.Store(req.NamespacedName, next)
+	}
 	return ctrl.Result{RequeueAfter: wait}, nil
 }
 

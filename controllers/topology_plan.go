@@ -106,6 +106,9 @@ type action struct {
 	// refusal is the condition reason of an actRefuse.
 	refusal string
 	reason  string
+	// until is, for a wait that ends at a known time (an unhealthy
+	// member's replacement), that time: no pass comes later than it.
+	until time.Time
 }
 
 func (a action) String() string {
@@ -309,8 +312,9 @@ func plan(o observed) action {
 	}
 	if unhealthy {
 		// Nothing else prompts a pass when the timeout runs out.
-		return action{kind: actWait, member: memberName(c, m), reason: fmt.Sprintf("member %s has been unhealthy since %s; it is replaced at %s unless it recovers",
-			memberName(c, m), since.UTC().Format(time.RFC3339), since.Add(c.UnhealthyMemberTimeout()).UTC().Format(time.RFC3339))}
+		due := since.Add(c.UnhealthyMemberTimeout())
+		return action{kind: actWait, member: memberName(c, m), until: due, reason: fmt.Sprintf("member %s has been unhealthy since %s; it is replaced at %s unless it recovers",
+			memberName(c, m), since.UTC().Format(time.RFC3339), due.UTC().Format(time.RFC3339))}
 	}
 	return action{kind: actNone}
 }

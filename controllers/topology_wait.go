@@ -1,0 +1,43 @@
+package controllers
+
+import (
+	"time"
+)
+
+// maxWaitRequeue bounds how long a cluster that keeps waiting for the same
+// thing goes without a pass.
+const maxWaitRequeue = 30 * time.Second
+
+// waiting is what a cluster's passes have been waiting for, and since
+// when; the zero value when the last pass did not wait.
+type waiting struct {
+	kind   actionKind
+	member string
+	since  time.Time
+}
+
+// nextWait is how long to wait after a pass that took step and asked for
+// wait, given what the passes before waited for (prev), and what the next
+// pass will have waited for. A wait (for Pods to start, for a person to
+// mend a refused spec) that goes on is looked at less and less often:
+// waitRequeue at first, then half the time waited so far, at most
+// maxWaitRequeue, and never past the wait's own end (step.until). Every
+// change a watch reports (a Pod, the spec, a child) starts a pass at once
+// whatever the wait; the requeue only catches what no watch reports. With
+// a thousand clusters whose members never start, a fixed 2 s wait was 500
+// passes a second, and a spec change waited 25 s behind them in the queue.
+// Other steps (a learner etcd has not let be promoted yet) keep their wait.
+func nextWait(prev waiting, step action, wait time.Duration, now time.Time) (time.Duration, waiting) {
+	if wait != waitRequeue || (step.kind != actWait && step.kind != actBlocked && step.kind != actRefuse) {
+		return wait, waiting{}
+	}
+	cur := waiting{kind: step.kind, member: step.member, since: now}
+	if prev.kind == cur.kind && prev.member == cur.member && !prev.since.IsZero() {
+		cur.since = prev.since
+		wait = min(max(waitRequeue, now.Sub(prev.since)/2), maxWaitRequeue)
+	}
+	if !step.until.IsZero() {
+		wait = min(wait, max(step.until.Sub(now), stepRequeue))
+	}
+	return wait, cur
+}

@@ -1,0 +1,39 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+)
+
+func TestNextWait(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(10000, 0)
+	podsStarting := action{kind: actWait, member: "c-0", reason: "no member answers yet"}
+	for _, tc := range []struct {
+		name      string
+		prev      waiting
+		step      action
+		wait      time.Duration
+		want      time.Duration
+		wantSince time.Time
+	}{
+		{"a new wait", waiting{}, podsStarting, waitRequeue, waitRequeue, now},
+		{"the same wait for 10s", waiting{actWait, "c-0", now.Add(-10 * time.Second)}, podsStarting, waitRequeue, 5 * time.Second, now.Add(-10 * time.Second)},
+		{"the same wait for 2s", waiting{actWait, "c-0", now.Add(-2 * time.Second)}, podsStarting, waitRequeue, waitRequeue, now.Add(-2 * time.Second)},
+		{"the same wait for an hour", waiting{actWait, "c-0", now.Add(-time.Hour)}, podsStarting, waitRequeue, maxWaitRequeue, now.Add(-time.Hour)},
+		{"a wait on another member starts over", waiting{actWait, "c-1", now.Add(-time.Hour)}, podsStarting, waitRequeue, waitRequeue, now},
+		{"a blocked step waits the same way", waiting{actBlocked, "c-0", now.Add(-time.Minute)}, action{kind: actBlocked, member: "c-0"}, waitRequeue, maxWaitRequeue, now.Add(-time.Minute)},
+		{"never past the wait's end", waiting{actWait, "c-0", now.Add(-time.Hour)}, action{kind: actWait, member: "c-0", until: now.Add(3 * time.Second)}, waitRequeue, 3 * time.Second, now.Add(-time.Hour)},
+		{"a wait's end passed", waiting{actWait, "c-0", now.Add(-time.Hour)}, action{kind: actWait, member: "c-0", until: now.Add(-time.Second)}, waitRequeue, stepRequeue, now.Add(-time.Hour)},
+		{"a learner etcd does not promote yet keeps its wait", waiting{actPromote, "c-3", now.Add(-time.Minute)}, action{kind: actPromote, member: "c-3"}, waitRequeue, waitRequeue, time.Time{}},
+		{"a step", waiting{actWait, "c-0", now.Add(-time.Hour)}, action{kind: actCreatePod, member: "c-0"}, stepRequeue, stepRequeue, time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, next := nextWait(tc.prev, tc.step, tc.wait, now)
+			if got != tc.want || !next.since.Equal(tc.wantSince) {
+				t.Errorf("nextWait = %s, waiting since %s; want %s since %s", got, next.since, tc.want, tc.wantSince)
+			}
+		})
+	}
+}
