@@ -73,7 +73,7 @@ func (r *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	endpoints := memberURLs(cluster, podNames(pods))
+	endpoints := memberURLs(cluster, runningPodNames(pods))
 	p := probeMembers(ctx, r.NewEtcdClient, cluster, endpoints, true)
 	if err := r.clearStaleMarks(ctx, cluster, pods, p); err != nil {
 		return ctrl.Result{}, err

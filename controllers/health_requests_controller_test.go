@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -48,7 +49,7 @@ func newRequestWorld(t *testing.T, annotations map[string]string, funcs *interce
 		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
 			Namespace: "ns", Name: name, Labels: builder.MemberSelectorLabels(c),
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(c, etcdv1alpha1.GroupVersion.WithKind("EtcdCluster"))},
-		}})
+		}, Status: corev1.PodStatus{PodIP: fmt.Sprintf("10.0.0.%d", i+1)}})
 		members = append(members, etcd.Member{ID: uint64(i + 1), Name: name, ClientURLs: []string{builder.ClientURL(c, name)}, PeerURLs: []string{"http://" + name + ":2380"}})
 	}
 	b := fakeclient.NewClientBuilder().WithScheme(support.Scheme()).WithObjects(objs...).WithStatusSubresource(c)

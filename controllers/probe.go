@@ -59,7 +59,7 @@ func (p probe) healthyVoters() map[uint64]bool {
 func probeMembers(ctx context.Context, newClient EtcdClientFactory, c *etcdv1alpha1.EtcdCluster, endpoints []string, withAlarms bool) probe {
 	p := probe{statuses: map[string]etcd.Status{}, errs: map[string]error{}, health: map[uint64]error{}}
 	if len(endpoints) == 0 {
-		p.err = errors.New("no member Pods")
+		p.err = errors.New("no member Pod is running")
 		return p
 	}
 	ec, err := newClient(ctx, c, endpoints)

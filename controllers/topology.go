@@ -79,11 +79,10 @@ func (r *TopologyReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCl
 			o.claims[pvc.Labels[etcdv1alpha1.LabelMember]] = true
 		}
 	}
-	var endpoints []string
 	for _, p := range pods {
 		o.pods[p.Name] = p
-		endpoints = append(endpoints, builder.ClientURL(c, p.Name))
 	}
+	endpoints := memberURLs(c, runningPodNames(pods))
 	if o.lostNodes, err = r.lostNodes(ctx, o.pods); err != nil {
 		return o, err
 	}
@@ -95,7 +94,6 @@ func (r *TopologyReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCl
 			return o, err
 		}
 	}
-	slices.Sort(endpoints)
 	pr := probeMembers(ctx, r.NewEtcdClient, c, endpoints, false)
 	o.members, o.clusterID, o.leader, o.version, o.etcdErr = pr.members, pr.clusterID, pr.leader, pr.version, pr.err
 	o.versions, o.appliedIndexes = map[string]string{}, map[string]uint64{}

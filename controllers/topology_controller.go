@@ -167,6 +167,20 @@ func podNames(pods []*corev1.Pod) []string {
 	return names
 }
 
+// runningPodNames are the names of the pods that have an address: the
+// others (not scheduled, or their sandbox not up) have no etcd to ask.
+// Asking them anyway costs a name lookup each, on every pass, and tells
+// nothing more: they would not answer.
+func runningPodNames(pods []*corev1.Pod) []string {
+	names := make([]string, 0, len(pods))
+	for _, p := range pods {
+		if p.Status.PodIP != "" {
+			names = append(names, p.Name)
+		}
+	}
+	return names
+}
+
 // clusterWorkers is how many clusters each per-cluster reconciler works on
 // at once, so that one whose members time out does not hold up the others.
 // A cluster is never reconciled twice at once by the same reconciler.
