@@ -94,8 +94,13 @@ func (r *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 	if interval == 0 {
 		interval = DefaultProbeInterval
 	}
-	if step.acts() {
+	switch {
+	case step.acts():
 		interval = time.Second
+	case len(endpoints) == 0:
+		// No member Pod runs: there is nothing to probe until a Pod
+		// changes, and the Pod watch starts a pass then.
+		interval = maxWaitRequeue
 	}
 	return ctrl.Result{RequeueAfter: interval}, nil
 }
