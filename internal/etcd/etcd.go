@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -18,6 +19,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 )
 
 // Member is one etcd member.
@@ -191,6 +193,11 @@ const (
 type client struct {
 	cli         *clientv3.Client
 	callTimeout time.Duration
+
+	// conns are the connections to one endpoint each (endpointConn),
+	// kept until Close.
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
 }
 
 var _ Client = (*client)(nil)
@@ -225,7 +232,7 @@ func New(cfg Config) (Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to etcd at %v: %w", cfg.Endpoints, err)
 	}
-	return &client{cli: cli, callTimeout: cfg.CallTimeout}, nil
+	return &client{cli: cli, callTimeout: cfg.CallTimeout, conns: map[string]*grpc.ClientConn{}}, nil
 }
 
 // FormatID prints a member ID as etcdctl does (lowercase hex).
@@ -308,7 +315,6 @@ func (c *client) status(ctx context.Context, endpoint string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	defer func() { _ = conn.Close() }()
 	return statusOn(ctx, conn, endpoint)
 }
 
@@ -353,7 +359,6 @@ func (c *client) Health(ctx context.Context, endpoint string) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = conn.Close() }()
 	st, err := statusOn(ctx, conn, endpoint)
 	if err != nil {
 		return err
@@ -393,7 +398,6 @@ func (c *client) MoveLeader(ctx context.Context, to uint64) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = conn.Close() }()
 	m := clientv3.NewMaintenanceFromMaintenanceClient(pb.NewMaintenanceClient(conn), c.cli)
 	if _, err := m.MoveLeader(ctx, to); err != nil {
 		return fmt.Errorf("move leadership from member %s (endpoint %s) to member %s: %w",
@@ -449,18 +453,40 @@ func (c *client) leaderEndpoint(ctx context.Context) (uint64, string, error) {
 	return 0, "", fmt.Errorf("leader %s advertises no client URL", FormatID(leader))
 }
 
-// endpointConn returns a gRPC connection to endpoint alone. clientv3's
-// Client.Dial pins the connection to that one address (its own resolver, not
-// the client's balancer, which would pick any member) and reuses the
-// client's TLS settings, retry interceptors and auth token. A short-lived
+// endpointConn returns the client's connection to endpoint alone, dialled
+// on first use and kept until Close: a cluster probed every few seconds is
+// not dialled again on every probe. clientv3's Client.Dial pins the
+// connection to that one address (its own resolver, not the client's
+// balancer, which would pick any member) and reuses the client's TLS
+// settings, retry interceptors and auth token. A short-lived
 // clientv3.Client per endpoint would do the same, but with auth on it would
 // authenticate on every call: a raft proposal and a bcrypt check on the
 // server for each health probe.
+//
+// A kept connection that failed to connect is dialled again: gRPC would
+// wait out its reconnect back-off (up to two minutes), and the fail-fast
+// calls (statusOn) would report a member that is back as not answering
+// all that time.
 func (c *client) endpointConn(endpoint string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if conn := c.conns[endpoint]; conn != nil {
+		switch conn.GetState() {
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			_ = conn.Close()
+			delete(c.conns, endpoint)
+		default:
+			return conn, nil
+		}
+	}
+	if c.conns == nil {
+		return nil, fmt.Errorf("dial endpoint %s: the client is closed", endpoint)
+	}
 	conn, err := c.cli.Dial(endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("dial endpoint %s: %w", endpoint, err)
 	}
+	c.conns[endpoint] = conn
 	return conn, nil
 }
 
@@ -664,6 +690,12 @@ func (c *client) DeletePrefix(ctx context.Context, prefix string) (int64, error)
 }
 
 func (c *client) Close() error {
+	c.mu.Lock()
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
+	c.conns = nil
+	c.mu.Unlock()
 	return c.cli.Close()
 }
 

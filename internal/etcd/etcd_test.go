@@ -15,9 +15,11 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -695,4 +697,57 @@ func TestStatusAndHealthFailFast(t *testing.T) {
 			t.Errorf("%s of %s, where nothing listens: %v (code %s); want the connection's refusal (Unavailable), not the call timeout", call, ep, err, code)
 		}
 	}
+}
+
+// TestKeptConnectionRedialsAMemberThatIsBack: the connection Status keeps
+// for an endpoint (endpointConn) is dialled again once it failed, so a
+// member whose Pod restarted answers the first probe after it is back,
+// not after gRPC's reconnect back-off, during which the fail-fast calls
+// would report it as not answering.
+func TestKeptConnectionRedialsAMemberThatIsBack(t *testing.T) {
+	t.Parallel()
+	ep := localURL(t)
+	addr := strings.TrimPrefix(ep, "http://")
+	serve := func() *grpc.Server {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := grpc.NewServer()
+		pb.RegisterMaintenanceServer(s, statusServer{})
+		go func() { _ = s.Serve(l) }()
+		return s
+	}
+	server := serve()
+	cli, err := etcd.New(etcd.Config{Endpoints: []string{ep}, CallTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	if _, err := cli.Status(context.Background(), ep); err != nil {
+		t.Fatalf("status while the member serves: %v", err)
+	}
+	server.Stop()
+	// The first call may fail on the connection that was cut; the next
+	// ones try to connect again and leave the connection failed, waiting
+	// out its back-off.
+	for range 3 {
+		if _, err := cli.Status(context.Background(), ep); err == nil {
+			t.Fatal("status answered while nothing serves the endpoint")
+		}
+	}
+	server = serve()
+	defer server.Stop()
+	if _, err := cli.Status(context.Background(), ep); err != nil {
+		t.Errorf("first status after the member is back: %v; want an answer", err)
+	}
+}
+
+// statusServer answers etcd's Maintenance.Status with member ID 1.
+type statusServer struct {
+	pb.UnimplementedMaintenanceServer
+}
+
+func (statusServer) Status(context.Context, *pb.StatusRequest) (*pb.StatusResponse, error) {
+	return &pb.StatusResponse{Header: &pb.ResponseHeader{MemberId: 1, ClusterId: 1}, Leader: 1}, nil
 }
