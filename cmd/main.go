@@ -37,12 +37,14 @@ func main() {
 		secureMetrics bool
 		enableHTTP2   bool
 		probeInterval time.Duration
+		pprofAddr     string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address the metrics endpoint binds to, e.g. :8443; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health probe endpoint binds to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so only one manager reconciles at a time.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")
 	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Serve metrics over HTTP/2 too (off: HTTP/2 stream attacks).")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address Go's pprof endpoints bind to, e.g. 127.0.0.1:8082, to profile the operator; empty disables them.")
 	flag.DurationVar(&probeInterval, "probe-interval", controllers.DefaultProbeInterval, "How often the health reconciler probes every member of a cluster.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -69,6 +71,7 @@ func main() {
 		Scheme:                 scheme,
 		Metrics:                metricsOpts,
 		HealthProbeBindAddress: probeAddr,
+		PprofBindAddress:       pprofAddr,
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "etcd-operator.etcd.aenix.io",
 		// The process exits right after the manager stops, so handing the
