@@ -257,6 +257,11 @@ type maintenance struct {
 	// held are the requests that wait, each saying why and how to cancel
 	// it.
 	held []string
+	// compactFirst, under NOSPACE, compacts the key space before the step
+	// (nothing when compacted already): etcd's own recovery from NOSPACE
+	// is compact, defragment, disarm, and whether the live data passes
+	// the compaction threshold depends on how the file grew.
+	compactFirst bool
 }
 
 // planMaintenance decides the next step of maintenance, re-derived each
@@ -282,7 +287,8 @@ func planMaintenance(c *etcdv1alpha1.EtcdCluster, p probe) maintenance {
 // planUpkeep decides the next step of upkeep from the members' databases
 // and the alarms. On NOSPACE: compact while live data seems to fill the
 // quota, defragment every member holding free space, one at a time,
-// followers first and the leader last, then disarm. Without alarms:
+// followers first and the leader last, then disarm; each of these steps
+// compacts first (compactFirst). Without alarms:
 // defragment a member whose free space passes the threshold. Only with
 // every member healthy: a member defragmenting does not serve.
 func planUpkeep(c *etcdv1alpha1.EtcdCluster, p probe) maintenance {
@@ -339,7 +345,7 @@ func planUpkeep(c *etcdv1alpha1.EtcdCluster, p probe) maintenance {
 		leaderLast(c, members, p.leader)
 		st := byID[members[0].ID]
 		name := memberName(c, members[0])
-		return maintenance{kind: maintDefragment, member: name, endpoint: st.Endpoint, reason: why(name, st)}
+		return maintenance{kind: maintDefragment, member: name, endpoint: st.Endpoint, reason: why(name, st), compactFirst: len(noSpace) > 0}
 	}
 	if len(fragmented) > 0 {
 		return defragmentFirst(fragmented, func(name string, st etcd.Status) string {
@@ -356,7 +362,7 @@ func planUpkeep(c *etcdv1alpha1.EtcdCluster, p probe) maintenance {
 		})
 	}
 	a := noSpace[0]
-	return maintenance{kind: maintDisarm, alarm: a, member: etcd.FormatID(a.MemberID), reason: "NOSPACE: every database has room again"}
+	return maintenance{kind: maintDisarm, alarm: a, member: etcd.FormatID(a.MemberID), reason: "NOSPACE: every database has room again", compactFirst: true}
 }
 
 // nearQuota tells whether a database file of size is within a tenth of

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -161,14 +162,22 @@ func (r *HealthReconciler) etcdStep(ctx context.Context, c *etcdv1alpha1.EtcdClu
 	}
 	defer func() { _ = ec.Close() }()
 	logger := log.FromContext(ctx).WithValues("step", m.kind, "member", m.member)
-	switch m.kind {
-	case maintCompact:
-		rev, err := ec.Compact(ctx)
-		if err != nil {
-			return err
+	if m.kind == maintCompact || m.compactFirst {
+		why := m.reason
+		if m.kind != maintCompact {
+			why = "NOSPACE: old revisions go before databases are defragmented and the alarm disarmed"
 		}
-		logger.Info("Compacted", "revision", rev)
-		r.event(c, corev1.EventTypeNormal, "Compacted", "Compacted the key space to revision %d (%s)", rev, m.reason)
+		rev, err := ec.Compact(ctx)
+		switch {
+		case errors.Is(err, etcd.ErrAlreadyCompacted):
+		case err != nil:
+			return err
+		default:
+			logger.Info("Compacted", "revision", rev)
+			r.event(c, corev1.EventTypeNormal, "Compacted", "Compacted the key space to revision %d (%s)", rev, why)
+		}
+	}
+	switch m.kind {
 	case maintDefragment:
 		// The member serves nothing until done: the mark keeps the
 		// topology reconciler from replacing it for that.

@@ -322,3 +322,36 @@ func TestRequestNotRepeatedFromAStaleCache(t *testing.T) {
 		t.Errorf("the request was carried out %d times, want once", n)
 	}
 }
+
+// TestNoSpaceCompactsBeforeDefragmenting: under NOSPACE the reconciler
+// compacts before its first defragmentation even when the live data is
+// under the compaction threshold, once (a second compaction finds
+// nothing to drop and says nothing), then defragments and disarms.
+func TestNoSpaceCompactsBeforeDefragmenting(t *testing.T) {
+	t.Parallel()
+	w := newRequestWorld(t, nil, nil)
+	c := w.cluster()
+	for i, name := range []string{"r-0", "r-1", "r-2"} {
+		w.etcd.WithStatus(etcd.Status{Endpoint: builder.ClientURL(c, name), MemberID: uint64(i + 1), ClusterID: fake.DefaultClusterID, Leader: 1, DBSize: 10 << 20, DBSizeInUse: 4 << 20})
+	}
+	w.etcd.WithAlarm(etcd.Alarm{MemberID: 2, Type: etcd.AlarmNoSpace})
+	var events []string
+	for range 5 {
+		events = append(events, w.pass()...)
+	}
+	var calls []string
+	for _, call := range w.etcd.Calls() {
+		switch call.Method {
+		case fake.Compact, fake.Defragment, fake.Disarm:
+			calls = append(calls, string(call.Method))
+		}
+	}
+	want := []string{"Compact", "Defragment", "Compact", "Defragment", "Compact", "Defragment", "Compact", "DisarmAlarm"}
+	if !slices.Equal(calls, want) {
+		t.Errorf("calls %v, want %v", calls, want)
+	}
+	compacted := slices.DeleteFunc(slices.Clone(events), func(e string) bool { return !strings.HasPrefix(e, "Normal Compacted") })
+	if len(compacted) != 1 {
+		t.Errorf("Compacted events %q, want one", compacted)
+	}
+}

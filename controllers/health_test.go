@@ -161,6 +161,11 @@ func TestPlanMaintenance(t *testing.T) {
 		// the file still fills it, the alarm comes straight back.
 		{"NOSPACE, compacted, the file still at the quota with 30% free: defragment", healthWorld{options: quota, alarms: noSpace, dbSize: 10000000, inUse: 7000000}, maintDefragment, "a-1"},
 		{"NOSPACE, the file near the quota with 30% free: defragment", healthWorld{options: quota, alarms: noSpace, dbSize: 9200000, inUse: 6400000}, maintDefragment, "a-1"},
+		// Live data under the compaction threshold, history and free
+		// space above it (how the file grew decides): defragmented after
+		// a compaction (compactFirst), or the history would fill the
+		// quota again at once.
+		{"NOSPACE, live data and history at 78%, 22% free: compact, then defragment", healthWorld{options: quota, alarms: noSpace, dbSize: 10000000, inUse: 7800000}, maintDefragment, "a-1"},
 		{"NOSPACE, every file well below the quota: disarm", healthWorld{options: quota, alarms: noSpace, dbSize: 8500000, inUse: 6000000}, maintDisarm, "2"},
 		{"NOSPACE with a member down: wait", healthWorld{options: quota, alarms: noSpace, dbSize: 10000000, inUse: 100000, down: []string{"a-2"}}, maintWait, "a-2"},
 		{"switched off", healthWorld{options: quota, alarms: noSpace, dbSize: 10000000, inUse: 100000, off: true}, maintNone, ""},
@@ -172,6 +177,10 @@ func TestPlanMaintenance(t *testing.T) {
 			got := planMaintenance(tt.world.cluster(), tt.world.probe())
 			if got.kind != tt.want || got.member != tt.member {
 				t.Errorf("planMaintenance() = %s %s (%s), want %s %s", got.kind, got.member, got.reason, tt.want, tt.member)
+			}
+			noSpace := slices.ContainsFunc(tt.world.alarms, func(a etcd.Alarm) bool { return a.Type == etcd.AlarmNoSpace })
+			if want := noSpace && (got.kind == maintDefragment || got.kind == maintDisarm); got.compactFirst != want {
+				t.Errorf("planMaintenance() = %s with compactFirst %v, want %v: under NOSPACE, and only then, defragmenting and disarming compact first", got.kind, got.compactFirst, want)
 			}
 		})
 	}

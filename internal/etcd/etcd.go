@@ -93,6 +93,10 @@ var (
 	// Right after a member starts or leadership moves, this is a wait of up
 	// to 5s, not a failure.
 	ErrUnhealthyCluster = errors.New("etcd refuses membership changes until its leader has been connected to its peers for 5s")
+	// ErrAlreadyCompacted is returned (wrapped) by Compact when the key
+	// space is compacted up to its latest revision already: nothing was
+	// dropped.
+	ErrAlreadyCompacted = errors.New("the key space is compacted up to its latest revision already")
 )
 
 // Client talks to one etcd cluster. Every call is bounded by the client's
@@ -130,7 +134,8 @@ type Client interface {
 	// DisarmAlarm clears an alarm.
 	DisarmAlarm(ctx context.Context, a Alarm) error
 	// Compact compacts the key space up to the latest revision, which it
-	// returns: older revisions of keys are dropped for good.
+	// returns: older revisions of keys are dropped for good. When that is
+	// done already it returns ErrAlreadyCompacted.
 	Compact(ctx context.Context) (int64, error)
 	// Defragment defragments the backend of one endpoint, and only that
 	// one, giving the space freed by compaction back to the file system.
@@ -527,7 +532,9 @@ func (c *client) Compact(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("compact: reading the current revision: %w", err)
 	}
 	rev := resp.Header.GetRevision()
-	if _, err := c.cli.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil && !errors.Is(rpctypes.Error(err), rpctypes.ErrCompacted) {
+	if _, err := c.cli.Compact(ctx, rev, clientv3.WithCompactPhysical()); errors.Is(rpctypes.Error(err), rpctypes.ErrCompacted) {
+		return rev, fmt.Errorf("compact to revision %d: %w", rev, ErrAlreadyCompacted)
+	} else if err != nil {
 		return 0, fmt.Errorf("compact to revision %d: %w", rev, err)
 	}
 	return rev, nil

@@ -88,6 +88,9 @@ type Client struct {
 	rootPass  string
 	tenants   map[string]etcd.Tenant
 	keys      map[string]string
+	// compacted is set by Compact: the fake's revision never moves, so a
+	// second compaction finds nothing to drop.
+	compacted bool
 }
 
 var _ etcd.Client = (*Client)(nil)
@@ -460,13 +463,18 @@ func (c *Client) DisarmAlarm(ctx context.Context, a etcd.Alarm) error {
 	return nil
 }
 
-// Compact implements etcd.Client: it records the call and returns revision 1.
+// Compact implements etcd.Client: it records the call and returns revision
+// 1, and etcd.ErrAlreadyCompacted from the second call on.
 func (c *Client) Compact(ctx context.Context) (int64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.begin(ctx, Call{Method: Compact}); err != nil {
 		return 0, err
 	}
+	if c.compacted {
+		return 1, etcd.ErrAlreadyCompacted
+	}
+	c.compacted = true
 	return 1, nil
 }
 
