@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -416,6 +417,10 @@ func (r *TopologyReconciler) growClaims(ctx context.Context, c *etcdv1alpha1.Etc
 	if err := r.List(ctx, claims, client.InNamespace(c.Namespace), client.MatchingLabels(builder.MemberSelectorLabels(c))); err != nil {
 		return "", err
 	}
+	// In name order: the warning names the same claim on every pass (the
+	// cache lists in no order, and a message that changes is a status
+	// write each pass).
+	slices.SortFunc(claims.Items, func(a, b corev1.PersistentVolumeClaim) int { return strings.Compare(a.Name, b.Name) })
 	for i := range claims.Items {
 		pvc := &claims.Items[i]
 		have := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
