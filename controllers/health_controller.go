@@ -184,12 +184,20 @@ func (r *HealthReconciler) etcdStep(ctx context.Context, c *etcdv1alpha1.EtcdClu
 		if err := r.markDefragmenting(ctx, c, m.member, true); err != nil {
 			return err
 		}
-		defer func() { _ = r.markDefragmenting(context.WithoutCancel(ctx), c, m.member, false) }()
 		dctx, cancel := context.WithTimeout(ctx, c.DefragmentBudget())
 		defer cancel()
 		start := time.Now()
 		if err := ec.Defragment(dctx, m.endpoint); err != nil {
+			// The mark stays: etcd goes on defragmenting when the call
+			// ends early (the operator stopping, the budget spent), and
+			// clearStaleMarks removes it once the member answers or the
+			// budget has passed. (Removed here, a member still
+			// defragmenting when the operator was restarted was replaced
+			// for not answering.)
 			r.event(c, corev1.EventTypeWarning, "DefragmentationFailed", "Defragmenting %s: %v", m.member, err)
+			return err
+		}
+		if err := r.markDefragmenting(context.WithoutCancel(ctx), c, m.member, false); err != nil {
 			return err
 		}
 		logger.Info("Defragmented", "took", time.Since(start))

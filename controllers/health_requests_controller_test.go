@@ -293,6 +293,41 @@ func TestDefragmentMarksThePod(t *testing.T) {
 	}
 }
 
+// TestInterruptedDefragmentationKeepsTheMark: a defragmentation call
+// that ends early (the operator stopping: its context cancelled) leaves
+// the member marked, for etcd goes on defragmenting it; the mark goes at
+// the first pass the member answers.
+func TestInterruptedDefragmentationKeepsTheMark(t *testing.T) {
+	t.Parallel()
+	w := newRequestWorld(t, map[string]string{etcdv1alpha1.AnnotationDefragment: "r-1"}, nil)
+	marked := func() bool {
+		pod := &corev1.Pod{}
+		if err := w.api.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "r-1"}, pod); err != nil {
+			t.Fatal(err)
+		}
+		_, ok := pod.Annotations[etcdv1alpha1.AnnotationDefragmenting]
+		return ok
+	}
+	w.etcd.FailOnce(fake.Defragment, context.Canceled)
+	if _, err := w.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "r"}}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Reconcile: %v, want the defragmentation's cancellation", err)
+	}
+	if !marked() {
+		t.Fatal("r-1 is not marked after its defragmentation was cut short: the topology reconciler would replace it for not answering")
+	}
+	ep := builder.ClientURL(w.cluster(), "r-1")
+	w.etcd.WithUnhealthy(ep, errors.New("defragmenting"))
+	w.pass()
+	if !marked() {
+		t.Fatal("the mark went while r-1 did not answer")
+	}
+	w.etcd.WithUnhealthy(ep, nil)
+	w.pass()
+	if marked() {
+		t.Error("r-1 is still marked once it answers and its defragmentation is done")
+	}
+}
+
 // TestRequestNotRepeatedFromAStaleCache: the pass after a request was
 // carried out may read the cluster from a cache that has not seen the
 // edit removing it yet; it must not carry the request out again (a long
