@@ -49,9 +49,9 @@ type HealthReconciler struct {
 	// Interval is how often a cluster is probed; DefaultProbeInterval when 0.
 	Interval time.Duration
 
-	// edited holds, per cluster, the resourceVersion a request was carried
-	// out on: until the cache has seen the edit that removed it, a pass
-	// reads that version again and must not carry it out twice.
+	// edited holds, per cluster, the last edit of a request carried out
+	// (doneEdit): until the cache has seen it, a pass reads the request
+	// as it was and must not carry it out twice.
 	edited sync.Map
 }
 
@@ -123,12 +123,18 @@ func (r *HealthReconciler) applyHealth(ctx context.Context, c *etcdv1alpha1.Etcd
 // maintain carries out one step of maintenance and then, for a request,
 // edits its annotations.
 func (r *HealthReconciler) maintain(ctx context.Context, c *etcdv1alpha1.EtcdCluster, endpoints []string, m maintenance) error {
+	key := client.ObjectKeyFromObject(c).String()
+	if done, ok := r.edited.Load(key); ok {
+		if d := done.(doneEdit); !d.seenIn(c) && time.Since(d.at) < staleCacheWindow {
+			if m.edit != nil {
+				return nil // the cache has not seen the edit of a request done already
+			}
+		} else {
+			r.edited.Delete(key) // seen: the same request asked again is new
+		}
+	}
 	if !m.acts() {
 		return nil
-	}
-	key := client.ObjectKeyFromObject(c).String()
-	if done, ok := r.edited.Load(key); ok && m.edit != nil && done == c.ResourceVersion {
-		return nil // the cache has not seen the edit of a request done already
 	}
 	if err := r.etcdStep(ctx, c, endpoints, m); err != nil {
 		return err
@@ -140,12 +146,40 @@ func (r *HealthReconciler) maintain(ctx context.Context, c *etcdv1alpha1.EtcdClu
 	if err != nil {
 		return err
 	}
-	before := c.ResourceVersion
 	if err := r.Patch(ctx, c, client.RawPatch(types.JSONPatchType, patch)); err != nil {
 		return fmt.Errorf("recording that %s is done (annotation %s): %w", m.kind, m.edit.test, err)
 	}
-	r.edited.Store(key, before)
+	r.edited.Store(key, doneEdit{edit: *m.edit, at: time.Now()})
 	return nil
+}
+
+// staleCacheWindow bounds how long a pass takes the cache for stale when
+// it does not show a request's edit yet: the cache is usually behind by
+// milliseconds, and a user may ask for the same again later.
+const staleCacheWindow = time.Minute
+
+// doneEdit is the edit of a request that was carried out, and when.
+type doneEdit struct {
+	edit requestEdit
+	at   time.Time
+}
+
+// seenIn tells whether c shows the edit: its annotations removed and set.
+// Not the resourceVersion: a long step (a defragmentation of minutes) is
+// outlived by other writes to the cluster, which the cache may have seen
+// without this one.
+func (d doneEdit) seenIn(c *etcdv1alpha1.EtcdCluster) bool {
+	for _, k := range d.edit.remove {
+		if _, ok := c.Annotations[k]; ok {
+			return false
+		}
+	}
+	for k, v := range d.edit.set {
+		if c.Annotations[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // etcdStep is the etcd side of a step of maintenance.
