@@ -125,6 +125,9 @@ func (r *TopologyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_
 	}
 	r.CrashPoints.Hit(string(step.kind))
 	log.FromContext(ctx).V(1).Info("Reconciled cluster", "step", step.String())
+	if lookAgain(observed, step) {
+		wait = waitRequeue
+	}
 	prev, _ := r.waits.Load(req.NamespacedName)
 	prevWaiting, _ := prev.(waiting)
 	wait, next := nextWait(prevWaiting, step, wait, observed.now)

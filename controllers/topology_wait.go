@@ -41,3 +41,13 @@ func nextWait(prev waiting, step action, wait time.Duration, now time.Time) (tim
 	}
 	return wait, cur
 }
+
+// lookAgain tells whether a pass with nothing to do must still be
+// followed by another: fewer voters are ready than the cluster wants (a
+// probe that failed, a Pod not Ready yet), and no watch reports a member
+// that starts answering. Without it the Ready condition stayed at "2 of 3"
+// for minutes after a roll whose last member's first probe failed
+// (TestUpgrade35To36 in CI), until something else woke the cluster.
+func lookAgain(o observed, step action) bool {
+	return step.kind == actNone && readyVoters(o) < int(o.cluster.DesiredReplicas())
+}

@@ -3,6 +3,13 @@ package controllers
 import (
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/etcd"
 )
 
 func TestNextWait(t *testing.T) {
@@ -35,5 +42,26 @@ func TestNextWait(t *testing.T) {
 				t.Errorf("nextWait = %s, waiting since %s; want %s since %s", got, next.since, tc.want, tc.wantSince)
 			}
 		})
+	}
+}
+
+func TestLookAgain(t *testing.T) {
+	t.Parallel()
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3)}}
+	o := observed{cluster: c, pods: map[string]*corev1.Pod{}, healthy: map[uint64]bool{}}
+	for i, name := range []string{"c-0", "c-1", "c-2"} {
+		o.members = append(o.members, etcd.Member{ID: uint64(i + 1), Name: name})
+		o.pods[name] = &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+		o.healthy[uint64(i+1)] = true
+	}
+	if lookAgain(o, action{kind: actNone}) {
+		t.Error("3 of 3 ready voters, nothing to do: looked at again")
+	}
+	o.healthy[3] = false // its first probe after a roll failed; its Pod is Ready
+	if !lookAgain(o, action{kind: actNone}) {
+		t.Error("2 of 3 ready voters, nothing to do: not looked at again, and no watch reports the member answering")
+	}
+	if lookAgain(o, action{kind: actCreatePod, member: "c-3"}) {
+		t.Error("a step asks for its own wait")
 	}
 }
