@@ -29,7 +29,15 @@ import (
 // means all. OLM sets it from the OperatorGroup's target namespaces.
 const watchNamespaceEnv = "WATCH_NAMESPACE"
 
+// operatorImageEnv names the operator's own image, which EtcdBackups'
+// Pods run (`manager backup run`); the manifests copy it from the
+// operator's container.
+const operatorImageEnv = "OPERATOR_IMAGE"
+
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "backup" {
+		os.Exit(backupMain(os.Args[2:]))
+	}
 	var (
 		metricsAddr   string
 		probeAddr     string
@@ -111,6 +119,20 @@ func main() {
 		Interval:      probeInterval,
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "etcdcluster-health")
+		os.Exit(1)
+	}
+
+	backupPods, err := controllers.NewBackupPodsCache(mgr, namespaces)
+	if err != nil {
+		setupLog.Error(err, "Unable to create the cache of backup Pods")
+		os.Exit(1)
+	}
+	if err := (&controllers.BackupReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("etcd-operator-backup"),
+		Image:    os.Getenv(operatorImageEnv),
+	}).SetupWithManager(mgr, backupPods); err != nil {
+		setupLog.Error(err, "Unable to set up controller", "controller", "etcdbackup")
 		os.Exit(1)
 	}
 

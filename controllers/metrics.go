@@ -42,6 +42,18 @@ var (
 		Name: "etcd_operator_cluster_quorum_available",
 		Help: "1 when a quorum of voting members answers linearizable reads.",
 	}, []string{"namespace", "cluster"})
+	backupLastSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcd_operator_backup_last_success_timestamp_seconds",
+		Help: "Completion time of the cluster's newest successful EtcdBackup (alert when it is older than your schedule allows).",
+	}, []string{"namespace", "cluster"})
+	backupLastSize = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcd_operator_backup_last_size_bytes",
+		Help: "Size of the snapshot of the cluster's newest successful EtcdBackup.",
+	}, []string{"namespace", "cluster"})
+	backupAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcd_operator_backup_attempts_total",
+		Help: "Ended backup attempts, by result (succeeded or failed).",
+	}, []string{"namespace", "cluster", "result"})
 	reconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcd_operator_reconcile_errors_total",
 		Help: "Reconcile passes that failed, by cluster and reconciler.",
@@ -49,7 +61,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(memberHealthy, memberLeader, memberLearner, memberDBSize, memberDBSizeInUse, memberAlarm, clusterQuorum, reconcileErrors)
+	metrics.Registry.MustRegister(memberHealthy, memberLeader, memberLearner, memberDBSize, memberDBSizeInUse, memberAlarm, clusterQuorum, reconcileErrors, backupLastSuccess, backupLastSize, backupAttempts)
 }
 
 var memberGauges = []*prometheus.GaugeVec{memberHealthy, memberLeader, memberLearner, memberDBSize, memberDBSizeInUse, memberAlarm}

@@ -1,6 +1,7 @@
 // Package v1alpha1 contains the v1alpha1 API of the etcd.aenix.io group: the
 // EtcdCluster resource that describes an etcd cluster run by the operator,
-// and the EtcdTenant resource that shares one with a consumer.
+// the EtcdTenant resource that shares one with a consumer, and the
+// EtcdBackup resource that takes a snapshot of one.
 //
 // +kubebuilder:object:generate=true
 // +groupName=etcd.aenix.io
@@ -24,7 +25,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &EtcdCluster{}, &EtcdClusterList{}, &EtcdTenant{}, &EtcdTenantList{})
+	s.AddKnownTypes(GroupVersion, &EtcdCluster{}, &EtcdClusterList{}, &EtcdTenant{}, &EtcdTenantList{}, &EtcdBackup{}, &EtcdBackupList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -42,6 +42,7 @@ const (
 	labelName      = "app.kubernetes.io/name"
 	labelInstance  = "app.kubernetes.io/instance"
 	labelManagedBy = "app.kubernetes.io/managed-by"
+	labelComponent = "app.kubernetes.io/component"
 
 	appName      = "etcd"
 	operatorName = "etcd-operator"

@@ -524,6 +524,51 @@ func TestTenantRules(t *testing.T) {
 	}
 }
 
+// TestBackupRules checks what the API server refuses of an EtcdBackup.
+func TestBackupRules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	backup := func(name, spec string) *unstructured.Unstructured {
+		obj := clusterFromSpec(t, ns, name, spec)
+		obj.SetKind("EtcdBackup")
+		return obj
+	}
+	const s3 = "{clusterName: db, destination: {s3: {endpoint: 'https://s3.example:9000', bucket: bkp, credentialsSecret: {name: s3}}}}"
+	for i, spec := range []string{
+		s3,
+		"{clusterName: db, destination: {s3: {endpoint: 'http://minio.storage.svc', bucket: my.bucket-1, prefix: etcd/prod, region: eu-west-1, addressing: Path, credentialsSecret: {name: s3}, caSecret: {name: ca}}}, deletionPolicy: Delete, timeout: 10m, backoffLimit: 2}",
+		"{clusterName: db, destination: {volume: {claimName: backups, path: etcd/nightly}}}",
+	} {
+		if err := createStrict(ctx, backup(fmt.Sprintf("valid-%d", i), spec)); err != nil {
+			t.Errorf("%s was rejected: %v", spec, err)
+		}
+	}
+	assertRejected(t, createStrict(ctx, backup(strings.Repeat("b", 57), s3)), "metadata.name must be at most 56 characters")
+	for i, tt := range []struct{ spec, want string }{
+		{"{clusterName: db, destination: {}}", "spec.destination: set exactly one of s3 and volume"},
+		{"{clusterName: db, destination: {volume: {claimName: c}, s3: {endpoint: 'https://s3', bucket: bkp, credentialsSecret: {name: s3}}}}", "spec.destination: set exactly one of s3 and volume"},
+		{"{clusterName: db, destination: {s3: {endpoint: 's3.example', bucket: bkp, credentialsSecret: {name: s3}}}}", "spec.destination.s3.endpoint must be an http or https URL"},
+		{"{clusterName: db, destination: {s3: {endpoint: 'https://s3.example/bucket', bucket: bkp, credentialsSecret: {name: s3}}}}", "spec.destination.s3.endpoint must be an http or https URL with a host and no path"},
+		{"{clusterName: db, destination: {s3: {endpoint: 'https://s3', bucket: Bkp, credentialsSecret: {name: s3}}}}", "spec.destination.s3.bucket"},
+		{"{clusterName: db, destination: {s3: {endpoint: 'https://s3', bucket: bkp, prefix: /etcd/, credentialsSecret: {name: s3}}}}", "spec.destination.s3.prefix must not start or end with /"},
+		{"{clusterName: db, destination: {s3: {endpoint: 'https://s3', bucket: bkp}}}", "spec.destination.s3.credentialsSecret: Required value"},
+		{"{clusterName: db, destination: {volume: {claimName: c, path: ../x}}}", "spec.destination.volume.path must be relative"},
+		{"{clusterName: db, destination: {volume: {claimName: c, path: /x}}}", "spec.destination.volume.path must be relative"},
+		{"{clusterName: db, destination: {volume: {claimName: c}}, deletionPolicy: Keep}", "spec.deletionPolicy: Unsupported value"},
+		{"{destination: {volume: {claimName: c}}}", "spec.clusterName: Required value"},
+	} {
+		assertRejected(t, createStrict(ctx, backup(fmt.Sprintf("invalid-%d", i), tt.spec)), tt.want)
+	}
+	obj := backup("immutable", s3)
+	if err := createStrict(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	changed := backup("immutable", "{clusterName: other, destination: {s3: {endpoint: 'https://s3.example:9000', bucket: bkp, credentialsSecret: {name: s3}}}}")
+	changed.SetResourceVersion(obj.GetResourceVersion())
+	assertRejected(t, k8sClient.Update(ctx, changed, &client.UpdateOptions{FieldValidation: metav1.FieldValidationStrict}), "spec of an EtcdBackup cannot change")
+}
+
 // clusterFromSpec builds an EtcdCluster named name whose spec is the YAML
 // in spec.
 func clusterFromSpec(t *testing.T, namespace, name, spec string) *unstructured.Unstructured {

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -47,6 +48,7 @@ const (
 	EnsureTen  Method = "EnsureTenant"
 	RemoveTen  Method = "RemoveTenant"
 	DelPrefix  Method = "DeletePrefix"
+	Snapshot   Method = "Snapshot"
 	Close      Method = "Close"
 )
 
@@ -57,7 +59,7 @@ type Call struct {
 	ID uint64
 	// PeerURLs is the argument of AddLearner and AddVoter.
 	PeerURLs []string
-	// Endpoint is the argument of Status, Health and Defragment.
+	// Endpoint is the argument of Status, Health, Defragment and Snapshot.
 	Endpoint string
 	// Alarm is the argument of DisarmAlarm.
 	Alarm etcd.Alarm
@@ -91,6 +93,8 @@ type Client struct {
 	// compacted is set by Compact: the fake's revision never moves, so a
 	// second compaction finds nothing to drop.
 	compacted bool
+	// snapshot is what Snapshot streams (WithSnapshot).
+	snapshot []byte
 }
 
 var _ etcd.Client = (*Client)(nil)
@@ -558,6 +562,38 @@ func (c *Client) DeletePrefix(ctx context.Context, prefix string) (int64, error)
 		}
 	}
 	return n, nil
+}
+
+// WithSnapshot sets the bytes Snapshot streams from every endpoint.
+func (c *Client) WithSnapshot(data []byte) *Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.snapshot = append([]byte(nil), data...)
+	return c
+}
+
+// Snapshot writes the bytes set by WithSnapshot, from an endpoint that is
+// healthy (WithUnhealthy makes it fail as Status does).
+func (c *Client) Snapshot(ctx context.Context, endpoint string, w io.Writer) (string, error) {
+	c.mu.Lock()
+	if err := c.begin(ctx, Call{Method: Snapshot, Endpoint: endpoint}); err != nil {
+		c.mu.Unlock()
+		return "", err
+	}
+	if err := c.unhealthy[endpoint]; err != nil {
+		c.mu.Unlock()
+		return "", err
+	}
+	data, version := c.snapshot, c.version
+	c.mu.Unlock()
+	if _, err := w.Write(data); err != nil {
+		return "", err
+	}
+	// The stream reports the storage format's version from 3.6 on.
+	if strings.HasPrefix(version, "3.5.") {
+		return "", nil
+	}
+	return version[:strings.LastIndex(version, ".")] + ".0", nil
 }
 
 // Tenants are the tenants etcd holds, by user.

@@ -1,0 +1,487 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/backup"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
+)
+
+// BackupReconciler takes EtcdBackups: for each attempt it creates a runner
+// Pod (the operator's image, `manager backup run`), reads the result the
+// runner leaves as its termination message, and writes it to the status;
+// failed attempts are retried with back-off. The operator process itself
+// never streams a snapshot nor holds store credentials.
+type BackupReconciler struct {
+	client.Client
+	Recorder recorder.EventRecorder
+	// Pods reads the runner Pods (NewBackupPodsCache): the manager's cache
+	// holds only Pods of clusters.
+	Pods client.Reader
+	// Image is the operator's image, which the runner Pods run.
+	Image string
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// Timing of backups.
+const (
+	// backupRetryBase doubles with every failed attempt, up to backupRetryMax.
+	backupRetryBase = 10 * time.Second
+	backupRetryMax  = 5 * time.Minute
+	// backupPendingRecheck is how soon a backup that waits for its
+	// cluster, a Secret or a claim looks again.
+	backupPendingRecheck = 15 * time.Second
+	// backupDeadlineGrace is how long past spec.timeout a runner Pod that
+	// has not ended (its node is gone, say) is given before it is deleted
+	// and the attempt counted as timed out.
+	backupDeadlineGrace = 30 * time.Second
+)
+
+// Reasons of an EtcdBackup's Succeeded condition set by the operator (the
+// runner's are in internal/backup).
+const (
+	reasonBackupPending     = "Pending"
+	reasonBackupRunning     = "Running"
+	reasonClusterNotFound   = "ClusterNotFound"
+	reasonClusterNotReady   = "ClusterNotReady"
+	reasonSecretNotFound    = "SecretNotFound"
+	reasonSecretInvalid     = "SecretInvalid"
+	reasonClaimNotFound     = "ClaimNotFound"
+	reasonNoOperatorImage   = "OperatorImageUnknown"
+	reasonBackupTimeout     = "Timeout"
+	reasonRunnerFailed      = "RunnerFailed"
+	reasonDeleteFailed      = "DeleteFailed"
+	eventBackupStarted      = "BackupStarted"
+	eventBackupSucceeded    = "BackupSucceeded"
+	eventBackupFailed       = "BackupFailed"
+	eventBackupGaveUp       = "BackupGaveUp"
+	eventBackupSnapshotGone = "SnapshotDeleted"
+)
+
+// +kubebuilder:rbac:groups=etcd.aenix.io,resources=etcdbackups,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=etcd.aenix.io,resources=etcdbackups/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=etcd.aenix.io,resources=etcdbackups/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch
+
+// Reconcile moves one backup on by a step.
+func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, err error) {
+	defer func() { countError(req.Namespace, req.Name, "backup", err) }()
+	b := &etcdv1alpha1.EtcdBackup{}
+	if err := r.Get(ctx, req.NamespacedName, b); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	defer func() { r.recordBackupMetrics(ctx, b) }()
+	if !b.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, b)
+	}
+	if b.Spec.DeletionPolicy == etcdv1alpha1.BackupDelete && controllerutil.AddFinalizer(b, etcdv1alpha1.FinalizerBackup) {
+		if err := r.Update(ctx, b); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if b.Status.Phase == etcdv1alpha1.BackupSucceeded || b.Status.Phase == etcdv1alpha1.BackupFailed {
+		return ctrl.Result{}, r.deleteRunners(ctx, b, "")
+	}
+
+	// The attempt in flight: the status's, or the next one when the
+	// operator stopped between creating its Pod and writing the status.
+	n := b.Status.Attempts
+	pod, err := r.runnerPod(ctx, b, n+1)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if pod != nil {
+		n++
+	} else if n > 0 {
+		if pod, err = r.runnerPod(ctx, b, n); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if pod != nil {
+		return r.follow(ctx, b, n, pod)
+	}
+
+	if next := b.Status.NextAttemptTime; b.Status.Phase == etcdv1alpha1.BackupRetrying && next != nil && r.now().Before(next.Time) {
+		return ctrl.Result{RequeueAfter: next.Sub(r.now())}, nil
+	}
+	runner, cond := r.prepare(ctx, b, n+1)
+	if runner == nil {
+		status := b.Status.DeepCopy()
+		if status.Phase == "" {
+			status.Phase = etcdv1alpha1.BackupPending
+		}
+		meta.SetStatusCondition(&status.Conditions, cond)
+		return ctrl.Result{RequeueAfter: backupPendingRecheck}, r.writeBackupStatus(ctx, b, status)
+	}
+	if err := r.Create(ctx, runner); err != nil && !apierrors.IsAlreadyExists(err) {
+		return ctrl.Result{}, fmt.Errorf("creating the runner Pod %s: %w", runner.Name, err)
+	}
+	r.event(b, corev1.EventTypeNormal, eventBackupStarted, "Attempt %d started in Pod %s", n+1, runner.Name)
+	status := b.Status.DeepCopy()
+	status.Attempts, status.Phase, status.NextAttemptTime = n+1, etcdv1alpha1.BackupRunning, nil
+	if status.StartTime == nil {
+		status.StartTime = &metav1.Time{Time: r.now()}
+	}
+	meta.SetStatusCondition(&status.Conditions, runningCondition(n+1, runner.Name))
+	return ctrl.Result{RequeueAfter: time.Duration(b.TimeoutSeconds())*time.Second + backupDeadlineGrace}, r.writeBackupStatus(ctx, b, status)
+}
+
+func runningCondition(n int32, pod string) metav1.Condition {
+	return metav1.Condition{Type: etcdv1alpha1.ConditionBackupSucceeded, Status: metav1.ConditionUnknown, Reason: reasonBackupRunning,
+		Message: fmt.Sprintf("attempt %d runs in Pod %s", n, pod)}
+}
+
+// follow looks at the runner Pod of attempt n: while it runs, the backup
+// is Running; once it ended, its result goes into the status, and only
+// then is the Pod deleted (a crash in between reads the same Pod again).
+func (r *BackupReconciler) follow(ctx context.Context, b *etcdv1alpha1.EtcdBackup, n int32, pod *corev1.Pod) (ctrl.Result, error) {
+	status := b.Status.DeepCopy()
+	status.Attempts = max(status.Attempts, n)
+	if status.StartTime == nil {
+		status.StartTime = &pod.CreationTimestamp
+	}
+	res, ended := runnerResult(b, pod, r.now())
+	if !ended {
+		status.Phase = etcdv1alpha1.BackupRunning
+		meta.SetStatusCondition(&status.Conditions, runningCondition(n, pod.Name))
+		deadline := pod.CreationTimestamp.Add(time.Duration(b.TimeoutSeconds())*time.Second + backupDeadlineGrace)
+		return ctrl.Result{RequeueAfter: max(time.Second, deadline.Sub(r.now()))}, r.writeBackupStatus(ctx, b, status)
+	}
+	now := metav1.Time{Time: r.now()}
+	var wait time.Duration
+	switch {
+	case res.Succeeded():
+		status.Phase, status.CompletionTime, status.NextAttemptTime = etcdv1alpha1.BackupSucceeded, &now, nil
+		status.Key, status.Size, status.SHA256, status.Revision = res.Key, res.Size, res.SHA256, res.Revision
+		status.Location = snapshotLocation(b)
+		status.Member, status.ClusterID, status.EtcdVersion = res.Member, res.ClusterID, res.Version
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: etcdv1alpha1.ConditionBackupSucceeded, Status: metav1.ConditionTrue, Reason: backup.ReasonVerified,
+			Message: fmt.Sprintf("revision %d from member %s, %d bytes, sha256 %s, stored at %s and read back", res.Revision, res.Member, res.Size, res.SHA256, status.Location)})
+		r.event(b, corev1.EventTypeNormal, eventBackupSucceeded, "Revision %d from member %s, %d bytes, at %s", res.Revision, res.Member, res.Size, status.Location)
+		backupAttempts.WithLabelValues(b.Namespace, b.Spec.ClusterName, "succeeded").Inc()
+	case n > b.BackoffLimitOrDefault():
+		status.Phase, status.CompletionTime, status.NextAttemptTime = etcdv1alpha1.BackupFailed, &now, nil
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: etcdv1alpha1.ConditionBackupSucceeded, Status: metav1.ConditionFalse, Reason: res.Reason,
+			Message: fmt.Sprintf("gave up after %d attempts; the last: %s", n, res.Message)})
+		r.event(b, corev1.EventTypeWarning, eventBackupGaveUp, "Gave up after %d attempts: %s", n, res.Message)
+		backupAttempts.WithLabelValues(b.Namespace, b.Spec.ClusterName, "failed").Inc()
+	default:
+		wait = min(backupRetryBase<<(n-1), backupRetryMax)
+		status.Phase, status.NextAttemptTime = etcdv1alpha1.BackupRetrying, &metav1.Time{Time: now.Add(wait)}
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: etcdv1alpha1.ConditionBackupSucceeded, Status: metav1.ConditionUnknown, Reason: res.Reason,
+			Message: fmt.Sprintf("attempt %d failed, attempt %d starts in %s: %s", n, n+1, wait.Round(time.Second), res.Message)})
+		r.event(b, corev1.EventTypeWarning, eventBackupFailed, "Attempt %d failed: %s", n, res.Message)
+		backupAttempts.WithLabelValues(b.Namespace, b.Spec.ClusterName, "failed").Inc()
+	}
+	if err := r.writeBackupStatus(ctx, b, status); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: wait}, nil
+}
+
+// runnerResult is the result of the runner Pod pod, and whether it ended:
+// its termination message when it wrote one for the key b expects; a
+// timeout when it ran past spec.timeout; a RunnerFailed result otherwise.
+func runnerResult(b *etcdv1alpha1.EtcdBackup, pod *corev1.Pod, now time.Time) (backup.Result, bool) {
+	key := b.SnapshotKey()
+	failed := func(reason, format string, args ...any) backup.Result {
+		return backup.Result{Reason: reason, Key: key, Message: fmt.Sprintf(format, args...)}
+	}
+	var term *corev1.ContainerStateTerminated
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.Name == "backup" && s.State.Terminated != nil {
+			term = s.State.Terminated
+		}
+	}
+	ended := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || term != nil
+	if !ended {
+		if now.After(pod.CreationTimestamp.Add(time.Duration(b.TimeoutSeconds())*time.Second + backupDeadlineGrace)) {
+			return failed(reasonBackupTimeout, "spec.timeout: the attempt did not end within %ds (Pod %s is %s)", b.TimeoutSeconds(), pod.Name, pod.Status.Phase), true
+		}
+		return backup.Result{}, false
+	}
+	if pod.Status.Reason == "DeadlineExceeded" {
+		return failed(reasonBackupTimeout, "spec.timeout: the attempt did not end within %ds", b.TimeoutSeconds()), true
+	}
+	if term == nil {
+		return failed(reasonRunnerFailed, "Pod %s ended (%s) without a result: %s", pod.Name, pod.Status.Phase, pod.Status.Message), true
+	}
+	res, err := backup.ParseResult(term.Message)
+	switch {
+	case err != nil:
+		return failed(reasonRunnerFailed, "Pod %s exited with code %d without a result: %s", pod.Name, term.ExitCode, lastLine(term.Message)), true
+	case res.Key != key:
+		return failed(reasonRunnerFailed, "Pod %s reported a result for key %s, want %s", pod.Name, res.Key, key), true
+	case res.Succeeded() && term.ExitCode != 0:
+		return failed(reasonRunnerFailed, "Pod %s exited with code %d after reporting success", pod.Name, term.ExitCode), true
+	}
+	return res, true
+}
+
+func lastLine(s string) string {
+	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == ' ') {
+		s = s[:len(s)-1]
+	}
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '\n' {
+			return s[i+1:]
+		}
+	}
+	return s
+}
+
+// snapshotLocation is where b's snapshot is, for humans.
+func snapshotLocation(b *etcdv1alpha1.EtcdBackup) string {
+	if d := b.Spec.Destination; d.S3 != nil {
+		return "s3://" + d.S3.Bucket + "/" + b.SnapshotKey()
+	} else if d.Volume != nil {
+		return "pvc://" + d.Volume.ClaimName + "/" + b.SnapshotKey()
+	}
+	return ""
+}
+
+// prepare checks what attempt n needs before it starts (the cluster and
+// its members, the Secrets and claim of the destination, the operator's
+// image) and returns its runner Pod; or nil and a Pending condition that
+// says what is missing. Missing inputs use up no attempt.
+func (r *BackupReconciler) prepare(ctx context.Context, b *etcdv1alpha1.EtcdBackup, n int32) (*corev1.Pod, metav1.Condition) {
+	pending := func(reason, format string, args ...any) (*corev1.Pod, metav1.Condition) {
+		return nil, metav1.Condition{Type: etcdv1alpha1.ConditionBackupSucceeded, Status: metav1.ConditionUnknown, Reason: reason, Message: fmt.Sprintf(format, args...)}
+	}
+	if r.Image == "" {
+		return pending(reasonNoOperatorImage, "the operator does not know its own image (environment variable OPERATOR_IMAGE), which takes the snapshot: set it in the operator's Deployment")
+	}
+	c := &etcdv1alpha1.EtcdCluster{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterName}, c); err != nil {
+		if apierrors.IsNotFound(err) {
+			return pending(reasonClusterNotFound, "spec.clusterName: EtcdCluster %s not found in namespace %s", b.Spec.ClusterName, b.Namespace)
+		}
+		return pending(reasonClusterNotFound, "spec.clusterName: reading EtcdCluster %s: %v", b.Spec.ClusterName, err)
+	}
+	pods, err := memberPods(ctx, r.Client, c)
+	if err != nil {
+		return pending(reasonClusterNotReady, "listing the members of %s: %v", c.Name, err)
+	}
+	if len(pods) == 0 || c.Status.ClusterID == "" {
+		return pending(reasonClusterNotReady, "spec.clusterName: EtcdCluster %s has not formed yet; the backup starts once it has", c.Name)
+	}
+	if s := b.Spec.Destination.S3; s != nil {
+		if cond, ok := r.checkSecret(ctx, b.Namespace, "spec.destination.s3.credentialsSecret", s.CredentialsSecret.Name, "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"); !ok {
+			return nil, cond
+		}
+		if ca := s.CASecret; ca != nil {
+			key := ca.Key
+			if key == "" {
+				key = builder.CAKey
+			}
+			if cond, ok := r.checkSecret(ctx, b.Namespace, "spec.destination.s3.caSecret", ca.Name, key); !ok {
+				return nil, cond
+			}
+		}
+	}
+	if v := b.Spec.Destination.Volume; v != nil {
+		claim := &corev1.PersistentVolumeClaim{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: v.ClaimName}, claim); err != nil {
+			return pending(reasonClaimNotFound, "spec.destination.volume.claimName: PersistentVolumeClaim %s not found in namespace %s: create it", v.ClaimName, b.Namespace)
+		}
+	}
+	var dbSize int64
+	for _, m := range c.Status.Members {
+		dbSize = max(dbSize, m.DBSize)
+	}
+	return builder.BackupRunnerPod(b, c, r.Image, n, memberURLs(c, podNames(pods)), builder.BackupScratchSize(dbSize)), metav1.Condition{}
+}
+
+// checkSecret makes sure Secret name holds keys; when not, the Pending
+// condition names field.
+func (r *BackupReconciler) checkSecret(ctx context.Context, namespace, field, name string, keys ...string) (metav1.Condition, bool) {
+	s := &corev1.Secret{}
+	cond := metav1.Condition{Type: etcdv1alpha1.ConditionBackupSucceeded, Status: metav1.ConditionUnknown}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
+		cond.Reason, cond.Message = reasonSecretNotFound, fmt.Sprintf("%s.name: Secret %s not found in namespace %s: create it with the keys %v", field, name, namespace, keys)
+		return cond, false
+	}
+	for _, k := range keys {
+		if len(s.Data[k]) == 0 {
+			cond.Reason, cond.Message = reasonSecretInvalid, fmt.Sprintf("%s: Secret %s has no %s: add it", field, name, k)
+			return cond, false
+		}
+	}
+	return cond, true
+}
+
+// runnerPod is the runner Pod of attempt n, nil when there is none.
+func (r *BackupReconciler) runnerPod(ctx context.Context, b *etcdv1alpha1.EtcdBackup, n int32) (*corev1.Pod, error) {
+	return r.ownPod(ctx, b, builder.BackupPodName(b, n))
+}
+
+func (r *BackupReconciler) ownPod(ctx context.Context, b *etcdv1alpha1.EtcdBackup, name string) (*corev1.Pod, error) {
+	pod := &corev1.Pod{}
+	err := r.Pods.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, pod)
+	if apierrors.IsNotFound(err) || err == nil && !metav1.IsControlledBy(pod, b) {
+		return nil, nil
+	}
+	return pod, err
+}
+
+// deleteRunners deletes b's Pods but keep.
+func (r *BackupReconciler) deleteRunners(ctx context.Context, b *etcdv1alpha1.EtcdBackup, keep string) error {
+	pods := &corev1.PodList{}
+	if err := r.Pods.List(ctx, pods, client.InNamespace(b.Namespace), client.MatchingLabels{builder.LabelBackup: b.Name}); err != nil {
+		return err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Name == keep || !metav1.IsControlledBy(p, b) || !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if err := r.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finalize removes a deleted backup's snapshot when its deletionPolicy is
+// Delete, through a Pod as the runner does, then lets the backup go. A
+// snapshot another backup stored at the same key is never removed: the
+// Pod checks the backup UID in the snapshot's metadata.
+func (r *BackupReconciler) finalize(ctx context.Context, b *etcdv1alpha1.EtcdBackup) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(b, etcdv1alpha1.FinalizerBackup) {
+		return ctrl.Result{}, nil
+	}
+	name := builder.DeleteBackupPodName(b)
+	if b.Spec.DeletionPolicy == etcdv1alpha1.BackupDelete && b.Status.Attempts > 0 {
+		if err := r.deleteRunners(ctx, b, name); err != nil {
+			return ctrl.Result{}, err
+		}
+		pod, err := r.ownPod(ctx, b, name)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if pod == nil {
+			if r.Image == "" {
+				return ctrl.Result{RequeueAfter: backupPendingRecheck}, nil
+			}
+			if err := r.Create(ctx, builder.DeleteBackupPod(b, r.Image)); err != nil && !apierrors.IsAlreadyExists(err) {
+				return ctrl.Result{}, err
+			}
+			return ctrl.Result{RequeueAfter: backupPendingRecheck}, nil
+		}
+		res, ended := runnerResult(b, pod, r.now())
+		if !ended {
+			return ctrl.Result{RequeueAfter: backupPendingRecheck}, nil
+		}
+		if !res.Succeeded() {
+			r.event(b, corev1.EventTypeWarning, reasonDeleteFailed, "Removing the snapshot failed, retrying: %s", res.Message)
+			return ctrl.Result{RequeueAfter: backupRetryMax / 5}, client.IgnoreNotFound(r.Delete(ctx, pod))
+		}
+		r.event(b, corev1.EventTypeNormal, eventBackupSnapshotGone, "Removed the snapshot %s", snapshotLocation(b))
+	}
+	controllerutil.RemoveFinalizer(b, etcdv1alpha1.FinalizerBackup)
+	return ctrl.Result{}, r.Update(ctx, b)
+}
+
+func (r *BackupReconciler) writeBackupStatus(ctx context.Context, b *etcdv1alpha1.EtcdBackup, status *etcdv1alpha1.EtcdBackupStatus) error {
+	if equality.Semantic.DeepEqual(&b.Status, status) {
+		return nil
+	}
+	b.Status = *status
+	return r.Status().Update(ctx, b)
+}
+
+func (r *BackupReconciler) event(b *etcdv1alpha1.EtcdBackup, eventType, reason, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(b, nil, eventType, reason, "Backup", format, args...)
+	}
+}
+
+func (r *BackupReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// recordBackupMetrics sets the last-success series of b's cluster from
+// the EtcdBackups themselves, so a restart of the operator loses nothing.
+func (r *BackupReconciler) recordBackupMetrics(ctx context.Context, b *etcdv1alpha1.EtcdBackup) {
+	list := &etcdv1alpha1.EtcdBackupList{}
+	if err := r.List(ctx, list, client.InNamespace(b.Namespace)); err != nil {
+		return
+	}
+	var last *etcdv1alpha1.EtcdBackup
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Spec.ClusterName != b.Spec.ClusterName || o.Status.Phase != etcdv1alpha1.BackupSucceeded || o.Status.CompletionTime == nil {
+			continue
+		}
+		if last == nil || o.Status.CompletionTime.After(last.Status.CompletionTime.Time) {
+			last = o
+		}
+	}
+	if last == nil {
+		backupLastSuccess.DeleteLabelValues(b.Namespace, b.Spec.ClusterName)
+		backupLastSize.DeleteLabelValues(b.Namespace, b.Spec.ClusterName)
+		return
+	}
+	backupLastSuccess.WithLabelValues(b.Namespace, b.Spec.ClusterName).Set(float64(last.Status.CompletionTime.Unix()))
+	backupLastSize.WithLabelValues(b.Namespace, b.Spec.ClusterName).Set(float64(last.Status.Size))
+}
+
+// NewBackupPodsCache starts, with the manager, a cache of the Pods of
+// EtcdBackups (those labelled etcd.aenix.io/backup) in namespaces (nil for
+// all): the manager's cache holds only Pods of clusters.
+func NewBackupPodsCache(mgr ctrl.Manager, namespaces map[string]cache.Config) (cache.Cache, error) {
+	has, err := labels.NewRequirement(builder.LabelBackup, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient:        mgr.GetHTTPClient(),
+		Scheme:            mgr.GetScheme(),
+		Mapper:            mgr.GetRESTMapper(),
+		DefaultNamespaces: maps.Clone(namespaces),
+		ByObject:          map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: labels.NewSelector().Add(*has)}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, mgr.Add(c)
+}
+
+// SetupWithManager watches EtcdBackups and their Pods (through pods, a
+// NewBackupPodsCache).
+func (r *BackupReconciler) SetupWithManager(mgr ctrl.Manager, pods cache.Cache) error {
+	r.Pods = pods
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&etcdv1alpha1.EtcdBackup{}).
+		WatchesRawSource(source.Kind(pods, client.Object(&corev1.Pod{}),
+			handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &etcdv1alpha1.EtcdBackup{}, handler.OnlyControllerOwner()))).
+		Named("etcdbackup").
+		Complete(r)
+}

@@ -1,0 +1,192 @@
+package builder
+
+import (
+	"path"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+)
+
+// LabelBackup is on the Pods of an EtcdBackup (its runners), with the
+// backup's name. They do not carry etcd.aenix.io/cluster: the cluster's
+// Services and PodDisruptionBudget select on it.
+const LabelBackup = "etcd.aenix.io/backup"
+
+// Mount points in a backup runner Pod.
+const (
+	backupTLSDir      = "/etc/etcd-backup/tls"
+	backupPasswordDir = "/etc/etcd-backup/root"
+	backupS3CADir     = "/etc/etcd-backup/s3-ca"
+	backupScratchDir  = "/var/lib/etcd-backup"
+	backupVolumeDir   = "/backup"
+)
+
+// BackupPodName is the name of attempt n (from 1) of backup b's runner;
+// DeleteBackupPodName of the Pod that removes its snapshot.
+func BackupPodName(b *etcdv1alpha1.EtcdBackup, n int32) string {
+	return b.Name + "-" + strconv.Itoa(int(n))
+}
+
+// DeleteBackupPodName is the name of the Pod that removes b's snapshot.
+func DeleteBackupPodName(b *etcdv1alpha1.EtcdBackup) string { return b.Name + "-delete" }
+
+// BackupRunnerPod is attempt n of backup b of cluster c: the operator's
+// image running `manager backup run` against the members at endpoints,
+// with the cluster's client credentials, the destination's, and for S3 a
+// scratch volume of scratch bytes. It restarts never (the operator owns
+// the retries), runs at most spec.timeout, and has no service account
+// token: it talks to etcd and the store only.
+func BackupRunnerPod(b *etcdv1alpha1.EtcdBackup, c *etcdv1alpha1.EtcdCluster, image string, n int32, endpoints []string, scratch int64) *corev1.Pod {
+	args := []string{"backup", "run",
+		"--namespace=" + b.Namespace, "--cluster=" + c.Name, "--backup-uid=" + string(b.UID),
+		"--key=" + b.SnapshotKey(), "--endpoints=" + strings.Join(endpoints, ","),
+	}
+	var volumes []corev1.Volume
+	var mounts []corev1.VolumeMount
+	mount := func(name, dir string, src corev1.VolumeSource) {
+		volumes = append(volumes, corev1.Volume{Name: name, VolumeSource: src})
+		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: dir != backupScratchDir && dir != backupVolumeDir})
+	}
+	if c.Spec.Security.ClientTLS() {
+		src := TLSSourcesOf(c)
+		items := []SecretKey{src.ServerCA}
+		args = append(args, "--ca-file="+path.Join(backupTLSDir, "ca", src.ServerCA.Key))
+		if c.Spec.Security.OperatorClientCert() {
+			items = append(items, src.ClientCert, src.ClientKey)
+			args = append(args, "--cert-file="+path.Join(backupTLSDir, "client", src.ClientCert.Key), "--key-file="+path.Join(backupTLSDir, "client", src.ClientKey.Key))
+		}
+		mount("tls", backupTLSDir, corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: secretProjections(items)}})
+	}
+	if !c.Spec.Security.OperatorClientCert() {
+		// Root's password, when the cluster has one: optional, as the
+		// Secret exists only once authentication was turned on.
+		mount("root-password", backupPasswordDir, corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: RootPasswordSecretName(c), Optional: ptr.To(true),
+			Items: []corev1.KeyToPath{{Key: corev1.BasicAuthPasswordKey, Path: "password"}},
+		}})
+		args = append(args, "--password-file="+path.Join(backupPasswordDir, "password"))
+	}
+	args = append(args, destinationArgs(b.Spec.Destination, mount, scratch)...)
+	pod := backupPod(b, BackupPodName(b, n), image, args, volumes, mounts)
+	pod.Spec.ActiveDeadlineSeconds = ptr.To(b.TimeoutSeconds())
+	return pod
+}
+
+// DeleteBackupPod removes backup b's snapshot from its destination, if
+// the snapshot there is b's.
+func DeleteBackupPod(b *etcdv1alpha1.EtcdBackup, image string) *corev1.Pod {
+	var volumes []corev1.Volume
+	var mounts []corev1.VolumeMount
+	mount := func(name, dir string, src corev1.VolumeSource) {
+		volumes = append(volumes, corev1.Volume{Name: name, VolumeSource: src})
+		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: dir != backupVolumeDir && dir != backupScratchDir})
+	}
+	args := append([]string{"backup", "delete", "--key=" + b.SnapshotKey(), "--backup-uid=" + string(b.UID)}, destinationArgs(b.Spec.Destination, mount, 0)...)
+	pod := backupPod(b, DeleteBackupPodName(b), image, args, volumes, mounts)
+	pod.Spec.ActiveDeadlineSeconds = ptr.To(int64(600))
+	return pod
+}
+
+// destinationArgs are the runner's flags for d, mounting what it needs.
+func destinationArgs(d etcdv1alpha1.BackupDestination, mount func(name, dir string, src corev1.VolumeSource), scratch int64) []string {
+	if v := d.Volume; v != nil {
+		mount("destination", backupVolumeDir, corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.ClaimName}})
+		return []string{"--volume-root=" + backupVolumeDir, "--volume-claim=" + v.ClaimName}
+	}
+	s := d.S3
+	args := []string{"--s3-endpoint=" + s.Endpoint, "--s3-bucket=" + s.Bucket, "--s3-region=" + s.Region, "--s3-addressing=" + s.Addressing, "--scratch-dir=" + backupScratchDir}
+	if s.CASecret != nil {
+		key := s.CASecret.Key
+		if key == "" {
+			key = CAKey
+		}
+		mount("s3-ca", backupS3CADir, corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: s.CASecret.Name, Items: []corev1.KeyToPath{{Key: key, Path: "ca.crt"}}}})
+		args = append(args, "--s3-ca-file="+path.Join(backupS3CADir, "ca.crt"))
+	}
+	if scratch > 0 {
+		mount("scratch", backupScratchDir, corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: resource.NewQuantity(scratch, resource.BinarySI)}})
+	} else {
+		mount("scratch", backupScratchDir, corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}})
+	}
+	return args
+}
+
+// secretProjections projects each SecretKey to <secret's role>/<key>: the
+// CA under ca/, the client pair under client/.
+func secretProjections(items []SecretKey) []corev1.VolumeProjection {
+	var out []corev1.VolumeProjection
+	for i, k := range items {
+		dir := "client"
+		if i == 0 {
+			dir = "ca"
+		}
+		out = append(out, corev1.VolumeProjection{Secret: &corev1.SecretProjection{
+			LocalObjectReference: corev1.LocalObjectReference{Name: k.Secret},
+			Items:                []corev1.KeyToPath{{Key: k.Key, Path: path.Join(dir, k.Key)}},
+		}})
+	}
+	return out
+}
+
+// backupPod is what every Pod of an EtcdBackup shares.
+func backupPod(b *etcdv1alpha1.EtcdBackup, name, image string, args []string, volumes []corev1.Volume, mounts []corev1.VolumeMount) *corev1.Pod {
+	env := []corev1.EnvVar{}
+	if s := b.Spec.Destination.S3; s != nil {
+		for _, k := range []struct {
+			name     string
+			optional bool
+		}{{"AWS_ACCESS_KEY_ID", false}, {"AWS_SECRET_ACCESS_KEY", false}, {"AWS_SESSION_TOKEN", true}} {
+			env = append(env, corev1.EnvVar{Name: k.name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: s.CredentialsSecret.Name}, Key: k.name, Optional: ptr.To(k.optional),
+			}}})
+		}
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: b.Namespace,
+			Labels: map[string]string{
+				labelName:      appName,
+				labelInstance:  b.Spec.ClusterName,
+				labelManagedBy: operatorName,
+				labelComponent: "etcd-backup",
+				LabelBackup:    b.Name,
+			},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(b, etcdv1alpha1.GroupVersion.WithKind("EtcdBackup"))},
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                corev1.RestartPolicyNever,
+			AutomountServiceAccountToken: ptr.To(false),
+			EnableServiceLinks:           ptr.To(false),
+			SecurityContext:              &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65532)), FSGroup: ptr.To(int64(65532)), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{
+				Name:                     "backup",
+				Image:                    image,
+				Command:                  []string{"/manager"},
+				Args:                     args,
+				Env:                      env,
+				VolumeMounts:             mounts,
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: ptr.To(false),
+					ReadOnlyRootFilesystem:   ptr.To(true),
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+			Volumes: volumes,
+		},
+	}
+}
+
+// BackupScratchSize is the scratch volume of an S3 backup of a cluster
+// whose largest member database is dbSize bytes: the snapshot is at most
+// the database, plus room.
+func BackupScratchSize(dbSize int64) int64 {
+	return dbSize + dbSize/4 + 64<<20
+}
