@@ -33,6 +33,9 @@ type container struct {
 	spec   corev1.Container
 	isInit bool
 	logDir string // one file per run, as a kubelet keeps them: <run>.log
+	// termLog is the host file bound at the container's
+	// terminationMessagePath, emptied at each start.
+	termLog string
 
 	mu           sync.Mutex
 	pid          int
@@ -56,6 +59,7 @@ func newContainer(spec corev1.Container, isInit bool, podDir string) *container 
 		spec:    spec,
 		isInit:  isInit,
 		logDir:  filepath.Join(podDir, "logs", spec.Name),
+		termLog: terminationLog(podDir, spec.Name),
 		waiting: corev1.ContainerStateWaiting{Reason: "ContainerCreating"},
 	}
 }
@@ -77,6 +81,9 @@ func (c *container) start(spec shimSpec, specDir string) error {
 		return err
 	}
 	if err := os.MkdirAll(c.logDir, 0o755); err != nil {
+		return err
+	}
+	if err := resetTerminationLog(c.termLog); err != nil {
 		return err
 	}
 	logf, err := os.OpenFile(c.runLog(c.restartCount), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -122,7 +129,8 @@ func (c *container) runLog(run int32) string {
 	return filepath.Join(c.logDir, strconv.Itoa(int(run))+".log")
 }
 
-// recordExit remembers how the process ended and schedules a restart.
+// recordExit remembers how the process ended, with its termination
+// message, and schedules a restart.
 func (c *container) recordExit(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -147,6 +155,12 @@ func (c *container) recordExit(err error) {
 	msg := ""
 	if signal != "" {
 		msg = "killed by " + signal
+	}
+	// A kubelet appends the message to the runtime's, which containerd
+	// leaves empty for a process killed by a signal: what users read is
+	// the message alone.
+	if m := terminationMessage(c.spec.TerminationMessagePolicy, c.termLog, c.runLog(c.restartCount), code); m != "" {
+		msg = m
 	}
 	c.lastExit = &corev1.ContainerStateTerminated{
 		ExitCode:    int32(code),

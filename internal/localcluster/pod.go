@@ -251,7 +251,8 @@ func (w *podWorker) onProbe(pod *corev1.Pod, c *container, kind probeKind, ok bo
 }
 
 // mounts lists the container's volume mounts as host paths, plus the
-// pod's /etc/hosts, /etc/resolv.conf and /etc/hostname.
+// pod's /etc/hosts, /etc/resolv.conf and /etc/hostname and the container's
+// termination log.
 func (w *podWorker) mounts(pod *corev1.Pod, c *container) ([]shimMount, error) {
 	mounts := []shimMount{
 		{Source: filepath.Join(w.dir, "hosts"), Target: "/etc/hosts", ReadOnly: true},
@@ -273,6 +274,8 @@ func (w *podWorker) mounts(pod *corev1.Pod, c *container) ([]shimMount, error) {
 		}
 		mounts = append(mounts, shimMount{Source: src, Target: m.MountPath, ReadOnly: m.ReadOnly})
 	}
+	// Last, as a kubelet adds it: the path may lie in a volume.
+	mounts = append(mounts, shimMount{Source: c.termLog, Target: terminationMessagePath(&c.spec)})
 	return mounts, nil
 }
 

@@ -41,8 +41,10 @@ var hostDirs = []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", 
 
 // entryWiseDirs are the host directories bound entry by entry instead of as
 // a whole, so volumes can be mounted at new paths in them (/etc/etcd-client,
-// say) as in a real image, where /etc is the image's own.
-var entryWiseDirs = map[string]bool{"/etc": true}
+// say) as in a real image, where /etc is the image's own, and so files
+// bound at new paths in /dev (the termination log) are the container's
+// own, not new files in the host's /dev.
+var entryWiseDirs = map[string]bool{"/etc": true, "/dev": true}
 
 // RunShim becomes the container described by the spec file. It only returns
 // on error.
@@ -91,9 +93,10 @@ func RunShim(specPath string) error {
 }
 
 // buildRoot assembles the container's root directory in a private tmpfs:
-// the host's program and library directories read-only, /dev, /proc and
-// /sys from the host, its own /tmp and /run, the project's binaries, and
-// the pod's volumes at their mount paths.
+// the host's program and library directories read-only, /dev (entry by
+// entry), /proc and /sys from the host, its own /tmp and /run, the
+// project's binaries, and the pod's volumes and termination log at their
+// paths.
 func buildRoot(spec shimSpec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("making mounts private: %w", err)
@@ -106,16 +109,12 @@ func buildRoot(spec shimSpec) error {
 		return fmt.Errorf("mounting the root tmpfs: %w", err)
 	}
 	for _, dir := range hostDirs {
-		bind := bindHostPath
-		if entryWiseDirs[dir] {
-			bind = bindHostEntries
-		}
-		if err := bind(root, dir, true); err != nil {
+		if err := bindHost(root, dir, true); err != nil {
 			return err
 		}
 	}
 	for _, dir := range []string{"/dev", "/proc", "/sys"} {
-		if err := bindHostPath(root, dir, dir == "/sys"); err != nil {
+		if err := bindHost(root, dir, dir == "/sys"); err != nil {
 			return err
 		}
 	}
@@ -135,6 +134,15 @@ func buildRoot(spec shimSpec) error {
 		}
 	}
 	return nil
+}
+
+// bindHost makes the host's directory dir appear at the same path under
+// root, entry by entry when it is one of entryWiseDirs.
+func bindHost(root, dir string, readOnly bool) error {
+	if entryWiseDirs[dir] {
+		return bindHostEntries(root, dir, readOnly)
+	}
+	return bindHostPath(root, dir, readOnly)
 }
 
 // bindHostPath makes the host's path appear at the same path under root:
