@@ -27,6 +27,9 @@ OPM_IMAGE ?= quay.io/operator-framework/opm:$(OPM_VERSION)
 KUBERNETES_VERSION ?= v1.37.2
 # etcd for kube-apiserver and the tests; member images map to these.
 ETCD_VERSION ?= v3.6.16
+# The local cluster's S3 server (hack/localcluster/s3.yaml); its image
+# versity/versitygw:$(VERSITYGW_VERSION) maps to bin/versitygw-$(VERSITYGW_VERSION).
+VERSITYGW_VERSION ?= v1.8.0
 
 SHELL = /usr/bin/env bash -o pipefail
 .SHELLFLAGS = -ec
@@ -60,6 +63,7 @@ LOCALCLUSTER_STATE ?= $(CURDIR)/.localcluster
 # Five nodes: TestLostZone puts 5 members on nodes of their own and stops two.
 LOCALCLUSTER_NODES ?= 5
 ETCD ?= $(LOCALBIN)/etcd-$(ETCD_VERSION)
+VERSITYGW ?= $(LOCALBIN)/versitygw-$(VERSITYGW_VERSION)
 # envtest looks for binaries by their plain names in one directory.
 ENVTEST_ASSETS ?= $(LOCALBIN)/envtest-$(KUBERNETES_VERSION)-etcd-$(ETCD_VERSION)
 
@@ -311,6 +315,11 @@ $(ETCDCTL): hack/etcd/$(ETCD_VERSION)/go.mod | $(LOCALBIN)
 $(CERT_MANAGER_CONTROLLER): hack/cert-manager/go.mod hack/cert-manager/main.go | $(LOCALBIN)
 	cd hack/cert-manager && $(GO) build -o $@ .
 
+# versitygw, from hack/s3 (its go.mod requires the version); the version is
+# stamped as versitygw's own Makefile does.
+$(VERSITYGW): hack/s3/go.mod | $(LOCALBIN)
+	cd hack/s3 && $(GO) build -trimpath -ldflags "-s -w -X main.Version=$(VERSITYGW_VERSION)" -o $@ github.com/versity/versitygw/cmd/versitygw
+
 $(ENVTEST_ASSETS): $(KUBE_APISERVER) $(ETCD)
 	mkdir -p $@
 	ln -sf $(KUBE_APISERVER) $@/kube-apiserver
@@ -332,7 +341,7 @@ localcluster: ## Build the local cluster's own binary (control plane supervisor 
 # etcdctl goes with the etcd image of its version, as in a real image: the
 # tests run it in member Pods (kubectl exec, exec probes) and as printed by
 # kubectl etcd credentials.
-localcluster-binaries: localcluster build $(KUBE_BINARIES) $(CERT_MANAGER_CONTROLLER) $(foreach v,$(ETCD_MEMBER_VERSIONS),$(LOCALBIN)/etcd-$(v)) $(ETCDCTL) ## Build everything the local cluster runs.
+localcluster-binaries: localcluster build $(KUBE_BINARIES) $(CERT_MANAGER_CONTROLLER) $(foreach v,$(ETCD_MEMBER_VERSIONS),$(LOCALBIN)/etcd-$(v)) $(ETCDCTL) $(VERSITYGW) ## Build everything the local cluster runs.
 
 .PHONY: localcluster-up
 localcluster-up: localcluster-binaries ## Start the local cluster in the background (KUBECONFIG=.localcluster/admin.kubeconfig).

@@ -23,7 +23,8 @@ func (b testBin) table() *Table { return &Table{binDir: b.dir, path: b.path} }
 
 // newTestBin makes a binDir holding empty files named like the Makefile's
 // (etcd v3.6.16 with etcdctl and etcdutl, etcd v3.5.21 alone, etcd
-// v3.6.0-rc.1, the manager, cert-manager's controller v1.17.2, and others
+// v3.6.0-rc.1, the manager, cert-manager's controller v1.17.2, versitygw
+// v1.8.0, and others
 // that are no image's), a dangling etcd-v3.4.0 symlink, and a PATH directory
 // with executable sh, sleep and cat and a non-executable noexec; with
 // manager false there is no manager.
@@ -35,6 +36,7 @@ func newTestBin(t *testing.T, manager bool) testBin {
 		"etcd-v3.5.21",
 		"etcd-v3.6.0-rc.1",
 		"cert-manager-controller-v1.17.2",
+		"versitygw-v1.8.0",
 		"kube-apiserver-v1.37.2", "controller-gen-v0.23.0", "etcdctl-v3.9.9",
 	}
 	if manager {

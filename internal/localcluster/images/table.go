@@ -22,6 +22,9 @@ const (
 	// KubeAPIServerRepository is kube-apiserver's image; tag T has
 	// binDir/kube-apiserver-T as its kube-apiserver command.
 	KubeAPIServerRepository = "registry.k8s.io/kube-apiserver"
+	// VersityGWRepository is versitygw's image, the S3 server of the local
+	// cluster (hack/localcluster/s3.yaml); tag T runs binDir/versitygw-T.
+	VersityGWRepository = "docker.io/versity/versitygw"
 )
 
 // etcdRepositories are the etcd images, each with whether its tags are in
@@ -73,6 +76,8 @@ type Table struct {
 //     its entrypoint, also known as /manager;
 //   - quay.io/jetstack/cert-manager-controller:T runs
 //     binDir/cert-manager-controller-T, its entrypoint;
+//   - versity/versitygw:T runs binDir/versitygw-T, its entrypoint, also
+//     known as versitygw;
 //   - busybox, alpine, debian and ubuntu, on any registry and with any tag or
 //     digest, run the host's commands (HostCommands), sh or bash by default.
 func NewTable(binDir string) *Table {
@@ -108,6 +113,9 @@ func (t *Table) resolve(ref string, r reference) (Image, error) {
 	}
 	if r.repo == KubeAPIServerRepository {
 		return t.kubeAPIServer(r)
+	}
+	if r.repo == VersityGWRepository {
+		return t.versityGW(r)
 	}
 	if cmd, ok := hostImages[r.name()]; ok {
 		return t.host(cmd), nil
@@ -185,6 +193,22 @@ func (t *Table) kubeAPIServer(r reference) (Image, error) {
 	return Image{Binaries: map[string]string{"kube-apiserver": bin}}, nil
 }
 
+// versityGW returns the Image of a versitygw reference r. The image's
+// entrypoint, docker-entrypoint.sh, runs versitygw with the container's
+// args when it has any, which is what this one does; its other mode (no
+// args: the command line is made from VGW_BACKEND and VGW_*ARGS) is not
+// reproduced.
+func (t *Table) versityGW(r reference) (Image, error) {
+	if r.tag == "" {
+		return Image{}, errors.New("the local cluster runs versitygw by tag only")
+	}
+	bin := filepath.Join(t.binDir, "versitygw-"+r.tag)
+	if !isFile(bin) {
+		return Image{}, fmt.Errorf("no versitygw %s in the local cluster (no file %s: run make localcluster-binaries)", r.tag, bin)
+	}
+	return Image{Binaries: map[string]string{"versitygw": bin}, Entrypoint: []string{bin}}, nil
+}
+
 // host returns the Image of a general-purpose image whose default command is
 // cmd; without cmd on the host the image has no default command.
 func (t *Table) host(cmd string) Image {
@@ -206,11 +230,13 @@ func (t *Table) known() string {
 		"the operator as %s:<any tag> (manager %s); "+
 		"cert-manager as %s:<tag> (tags in %s: %s); "+
 		"kube-apiserver as %s:<tag> (tags in %s: %s); "+
+		"versitygw as %s:<tag> (tags in %s: %s); "+
 		"busybox, alpine, debian and ubuntu on any registry with any tag, with the host's commands",
 		t.binDir, orNone(t.etcdVersions()),
 		OperatorRepository, manager,
 		CertManagerControllerRepository, t.binDir, orNone(t.suffixes("cert-manager-controller-")),
-		KubeAPIServerRepository, t.binDir, orNone(t.suffixes("kube-apiserver-")))
+		KubeAPIServerRepository, t.binDir, orNone(t.suffixes("kube-apiserver-")),
+		VersityGWRepository, t.binDir, orNone(t.suffixes("versitygw-")))
 }
 
 // etcdVersions returns the versions of the etcd binaries in binDir, oldest

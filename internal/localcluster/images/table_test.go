@@ -32,7 +32,11 @@ func TestResolve(t *testing.T) {
 		"the operator as ghcr.io/etcd-operator/etcd-operator:<any tag> (manager built); " +
 		"cert-manager as quay.io/jetstack/cert-manager-controller:<tag> (tags in " + b.dir + ": v1.17.2); " +
 		"kube-apiserver as registry.k8s.io/kube-apiserver:<tag> (tags in " + b.dir + ": v1.37.2); " +
+		"versitygw as docker.io/versity/versitygw:<tag> (tags in " + b.dir + ": v1.8.0); " +
 		"busybox, alpine, debian and ubuntu on any registry with any tag, with the host's commands"
+	versityGW := func(ref string) Image {
+		return Image{Ref: ref, Binaries: map[string]string{"versitygw": b.bin("versitygw-v1.8.0")}, Entrypoint: []string{b.bin("versitygw-v1.8.0")}}
+	}
 	tests := []struct {
 		name    string
 		table   *Table
@@ -72,6 +76,7 @@ func TestResolve(t *testing.T) {
 				"the operator as ghcr.io/etcd-operator/etcd-operator:<any tag> (manager not built: run make build); " +
 				"cert-manager as quay.io/jetstack/cert-manager-controller:<tag> (tags in " + noManager.dir + ": v1.17.2); " +
 				"kube-apiserver as registry.k8s.io/kube-apiserver:<tag> (tags in " + noManager.dir + ": v1.37.2); " +
+				"versitygw as docker.io/versity/versitygw:<tag> (tags in " + noManager.dir + ": v1.8.0); " +
 				"busybox, alpine, debian and ubuntu on any registry with any tag, with the host's commands",
 		},
 		{
@@ -87,6 +92,15 @@ func TestResolve(t *testing.T) {
 			`image "quay.io/jetstack/cert-manager-controller:v1.0.0": no cert-manager controller v1.0.0 in the local cluster (no file ` + b.bin("cert-manager-controller-v1.0.0") + ")" + known,
 		},
 		{"cert-manager by digest only", b.table(), "quay.io/jetstack/cert-manager-controller@" + digest, Image{}, "the local cluster runs cert-manager by tag only"},
+		{"versitygw", b.table(), "versity/versitygw:v1.8.0", versityGW("versity/versitygw:v1.8.0"), ""},
+		{"versitygw on docker.io", b.table(), "docker.io/versity/versitygw:v1.8.0", versityGW("docker.io/versity/versitygw:v1.8.0"), ""},
+		{"versitygw with tag and digest", b.table(), "versity/versitygw:v1.8.0@" + digest, versityGW("versity/versitygw:v1.8.0@" + digest), ""},
+		{
+			"versitygw tag not built", b.table(), "versity/versitygw:v1.7.0", Image{},
+			`image "versity/versitygw:v1.7.0": no versitygw v1.7.0 in the local cluster (no file ` + b.bin("versitygw-v1.7.0") + ": run make localcluster-binaries)" + known,
+		},
+		{"versitygw by digest only", b.table(), "versity/versitygw@" + digest, Image{}, "the local cluster runs versitygw by tag only"},
+		{"versitygw on another registry", b.table(), "ghcr.io/versity/versitygw:v1.8.0", Image{}, "ghcr.io/versity/versitygw:v1.8.0 is not an image of the local cluster"},
 		{"busybox", b.table(), "busybox", host("busybox", b.cmd("sh")), ""},
 		{"busybox with tag and registry", b.table(), "docker.io/library/busybox:1.36", host("docker.io/library/busybox:1.36", b.cmd("sh")), ""},
 		{"busybox by digest", b.table(), "busybox:1.36@" + digest, host("busybox:1.36@"+digest, b.cmd("sh")), ""},
