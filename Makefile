@@ -351,6 +351,10 @@ localcluster-up: localcluster-binaries ## Start the local cluster in the backgro
 demo: localcluster-up $(KUSTOMIZE) $(ETCDCTL) ## Start the local cluster, install cert-manager and the operator, bring up a sample EtcdCluster.
 	hack/demo.sh $(KUBECTL) $(KUSTOMIZE) $(ETCDCTL) $(LOCALCLUSTER_STATE)
 
+.PHONY: localcluster-s3
+localcluster-s3: localcluster-up ## Run the S3 server (versitygw over HTTPS, hack/localcluster/s3.yaml) in the local cluster and say how to reach it.
+	KUBECONFIG=$(LOCALCLUSTER_STATE)/admin.kubeconfig hack/localcluster/install-s3.sh $(KUBECTL) --print
+
 .PHONY: demo-down
 demo-down: localcluster-down ## Stop the demo's local cluster and remove what it created.
 
