@@ -175,7 +175,8 @@ verify: manifests generate bundle catalog ## Fail when generated files differ fr
 	$(GO) mod tidy
 	@for pair in "examples/simple.yaml config/samples/etcd_v1alpha1_etcdcluster.yaml" \
 	             "examples/persistent-storage.yaml config/samples/etcd_v1alpha1_etcdcluster_persistent.yaml" \
-	             "examples/tenants/tenant-a.yaml config/samples/etcd_v1alpha1_etcdtenant.yaml"; do \
+	             "examples/tenants/tenant-a.yaml config/samples/etcd_v1alpha1_etcdtenant.yaml" \
+	             "examples/backups/backup-s3.yaml config/samples/etcd_v1alpha1_etcdbackup.yaml"; do \
 		set -- $$pair; cmp -s $$1 $$2 || { echo "$$2 must be a copy of $$1"; exit 1; }; \
 	done
 	@if ! git diff --quiet -- $(GENERATED) || [ -n "$$(git ls-files --others --exclude-standard -- $(GENERATED))" ]; then \
@@ -310,6 +311,12 @@ ETCDCTL ?= $(LOCALBIN)/etcdctl-$(ETCD_VERSION)
 $(ETCDCTL): hack/etcd/$(ETCD_VERSION)/go.mod | $(LOCALBIN)
 	cd hack/etcd/$(ETCD_VERSION) && $(GO) build -o $@ go.etcd.io/etcd/etcdctl/v3
 
+# etcdutl, which the etcd image of that version ships: a restore from a
+# backup runs it in the seed member's container (docs/backups.md).
+ETCDUTL ?= $(LOCALBIN)/etcdutl-$(ETCD_VERSION)
+$(ETCDUTL): hack/etcd/$(ETCD_VERSION)/go.mod | $(LOCALBIN)
+	cd hack/etcd/$(ETCD_VERSION) && $(GO) build -o $@ go.etcd.io/etcd/etcdutl/v3
+
 # cert-manager's controllers, from hack/cert-manager (its cmd/controller
 # module is not on the proxy; its controller packages are).
 $(CERT_MANAGER_CONTROLLER): hack/cert-manager/go.mod hack/cert-manager/main.go | $(LOCALBIN)
@@ -341,7 +348,7 @@ localcluster: ## Build the local cluster's own binary (control plane supervisor 
 # etcdctl goes with the etcd image of its version, as in a real image: the
 # tests run it in member Pods (kubectl exec, exec probes) and as printed by
 # kubectl etcd credentials.
-localcluster-binaries: localcluster build $(KUBE_BINARIES) $(CERT_MANAGER_CONTROLLER) $(foreach v,$(ETCD_MEMBER_VERSIONS),$(LOCALBIN)/etcd-$(v)) $(ETCDCTL) $(VERSITYGW) ## Build everything the local cluster runs.
+localcluster-binaries: localcluster build $(KUBE_BINARIES) $(CERT_MANAGER_CONTROLLER) $(foreach v,$(ETCD_MEMBER_VERSIONS),$(LOCALBIN)/etcd-$(v)) $(ETCDCTL) $(ETCDUTL) $(VERSITYGW) ## Build everything the local cluster runs.
 
 .PHONY: localcluster-up
 localcluster-up: localcluster-binaries ## Start the local cluster in the background (KUBECONFIG=.localcluster/admin.kubeconfig).

@@ -38,6 +38,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "backup" {
 		os.Exit(backupMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "restore" {
+		os.Exit(restoreMain(os.Args[2:]))
+	}
 	var (
 		metricsAddr   string
 		probeAddr     string
@@ -108,6 +111,7 @@ func main() {
 		Recorder:      mgr.GetEventRecorder("etcd-operator-cluster"),
 		NewEtcdClient: newEtcdClient,
 		CrashPoints:   crashpoint.FromEnv(),
+		Image:         os.Getenv(operatorImageEnv),
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Unable to set up controller", "controller", "etcdcluster")
 		os.Exit(1)

@@ -59,7 +59,7 @@ func (r *PKIReconciler) authentication(ctx context.Context, c *etcdv1alpha1.Etcd
 	case authEnable:
 		password := ""
 		if !c.Spec.Security.OperatorClientCert() {
-			if password, err = r.ensureRootPassword(ctx, c); err != nil {
+			if password, err = ensureRootPassword(ctx, r.Client, c); err != nil {
 				return metav1.Condition{}, 0, err
 			}
 		}
@@ -186,7 +186,9 @@ func rootIdentity(c *etcdv1alpha1.EtcdCluster) string {
 // password Secret, creating the Secret with a new password first when
 // there is none. The Secret is written before etcd is told the password,
 // so an interruption never leaves a password nobody knows.
-func (r *PKIReconciler) ensureRootPassword(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (string, error) {
+// A cluster restored from a backup gets it before its seed restores
+// (root's password is set in the restored data).
+func ensureRootPassword(ctx context.Context, r client.Client, c *etcdv1alpha1.EtcdCluster) (string, error) {
 	key := client.ObjectKey{Namespace: c.Namespace, Name: builder.RootPasswordSecretName(c)}
 	s := &corev1.Secret{}
 	err := r.Get(ctx, key, s)

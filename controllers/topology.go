@@ -95,6 +95,11 @@ func (r *TopologyReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCl
 			return o, err
 		}
 	}
+	if b := c.Spec.Bootstrap; b != nil && b.Restore != nil && c.Status.ClusterID == "" {
+		if o.restore, o.restoreProblem, err = restoreSource(ctx, r.Client, c, r.Image); err != nil {
+			return o, err
+		}
+	}
 	pr := probeMembers(ctx, r.NewEtcdClient, c, endpoints, false)
 	o.members, o.clusterID, o.leader, o.version, o.etcdErr = pr.members, pr.clusterID, pr.leader, pr.version, pr.err
 	o.versions, o.appliedIndexes = map[string]string{}, map[string]uint64{}
@@ -123,6 +128,9 @@ func (r *TopologyReconciler) createMemberPod(ctx context.Context, c *etcdv1alpha
 		}
 	}
 	pod := builder.MemberPod(c, builder.Member{Name: name, ClusterState: state, InitialCluster: a.initialCluster, TrustBundleHash: o.trustHash})
+	if a.restore != nil && name == a.member {
+		builder.WithRestore(pod, c, a.restore, r.Image)
+	}
 	if err := r.Create(ctx, pod); apierrors.IsAlreadyExists(err) {
 		existing := &corev1.Pod{}
 		if err := r.Get(ctx, client.ObjectKeyFromObject(pod), existing); err != nil {
@@ -185,6 +193,13 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 		r.event(c, corev1.EventTypeWarning, a.refusal, "Refusing to change membership: %s", a.reason)
 		return waitRequeue, nil
 	case actCreateSeed:
+		// A seed that restores with root's password sets it in the
+		// restored data: the Secret comes first.
+		if a.restore != nil && c.Spec.Security.AuthEnabled() && !c.Spec.Security.OperatorClientCert() {
+			if _, err := ensureRootPassword(ctx, r.Client, c); err != nil {
+				return 0, err
+			}
+		}
 		// The founders' Pods together: a pass waits on etcd, which does
 		// not answer before a majority of them runs.
 		for _, name := range a.founders {
@@ -515,7 +530,11 @@ func topologyStatus(o observed, a action, actErr error) statusPatch {
 	if g := statusGeneration(o, actErr); g != 0 {
 		fields["observedGeneration"] = g
 	}
-	return statusPatch{conditions: []metav1.Condition{initializedCondition(o), readyCondition(o, a), progressingCondition(o, a)}, fields: fields}
+	conditions := []metav1.Condition{initializedCondition(o), readyCondition(o, a), progressingCondition(o, a)}
+	if cond, ok := restoredCondition(o); ok {
+		conditions = append(conditions, cond)
+	}
+	return statusPatch{conditions: conditions, fields: fields}
 }
 
 // statusGeneration is the status.observedGeneration a pass writes. It is

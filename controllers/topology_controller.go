@@ -42,6 +42,9 @@ type TopologyReconciler struct {
 	NewEtcdClient EtcdClientFactory
 	// CrashPoints, when armed, stop the process right after a step (tests).
 	CrashPoints *crashpoint.Points
+	// Image is the operator's image: a restoring seed copies the
+	// operator's binary from it (docs/backups.md).
+	Image string
 
 	// waits holds, per cluster (its NamespacedName), what its passes have
 	// been waiting for (nextWait): a hint for how often to look, never

@@ -55,7 +55,16 @@ type observed struct {
 	// trustHash is the hash of the trust bundle member Pods start with;
 	// empty without TLS, or before the PKI reconciler has gathered it.
 	trustHash string
+	// restore is, for a cluster founded from spec.bootstrap.restore, the
+	// EtcdBackup it restores; restoreProblem says why it cannot (a
+	// refusal reason and message) while it is nil.
+	restore        *etcdv1alpha1.EtcdBackup
+	restoreProblem *restoreRefusal
 }
+
+// restoreRefusal is why a cluster cannot restore yet: a refusal's reason
+// and message.
+type restoreRefusal struct{ reason, message string }
 
 // outdated tells whether Pod p was built from another spec than the one
 // of specHash (builder.PodSpecHash, computed once by the caller) or
@@ -95,6 +104,9 @@ type action struct {
 	started bool
 	// initialCluster is --initial-cluster for a Pod to create.
 	initialCluster string
+	// restore is, for an actCreateSeed of a cluster restored from a
+	// backup, the EtcdBackup its seed restores.
+	restore *etcdv1alpha1.EtcdBackup
 	// founders are, for an actCreateSeed, every founder without a Pod
 	// (member first): their Pods are created together.
 	founders []string
@@ -627,12 +639,22 @@ func planWithoutEtcd(o observed) action {
 			lost, etcdv1alpha1.AnnotationStartEmpty, lost)}
 	}
 	if founding(o) {
+		if c.Spec.Bootstrap != nil && c.Spec.Bootstrap.Restore != nil && o.restore == nil {
+			if p := o.restoreProblem; p != nil {
+				return action{kind: actRefuse, refusal: p.reason, reason: p.message}
+			}
+			return action{kind: actWait, reason: "the backup to restore is being read"}
+		}
 		initial := foundingCluster(o)
 		var missing []string
 		for _, name := range builder.InitialClusterNames(initial) {
 			if _, ok := o.pods[name]; !ok {
 				missing = append(missing, name)
 			}
+		}
+		if len(missing) > 0 && o.restore != nil {
+			return action{kind: actCreateSeed, member: missing[0], founders: missing, initialCluster: initial, restore: o.restore,
+				reason: "the cluster has not formed yet: its seed restores the snapshot of EtcdBackup " + o.restore.Name + " (" + o.restore.Status.Location + "); the other members join it"}
 		}
 		if len(missing) > 0 {
 			return action{kind: actCreateSeed, member: missing[0], founders: missing, initialCluster: initial,
@@ -688,8 +710,14 @@ func foundingCluster(o observed) string {
 			}
 		}
 	}
+	// A restored cluster is founded by its seed alone: only one member
+	// may restore the snapshot, the others join it as learners.
+	founders := int(c.DesiredReplicas())
+	if o.restore != nil {
+		founders = 1
+	}
 	peers := map[string]string{}
-	for i := range int(c.DesiredReplicas()) {
+	for i := range founders {
 		name := fmt.Sprintf("%s-%d", c.Name, i)
 		peers[name] = builder.PeerURL(c, name)
 	}

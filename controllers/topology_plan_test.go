@@ -603,3 +603,39 @@ func TestFoundersStayWhileFounding(t *testing.T) {
 		t.Errorf("every founder has a Pod: %s %s, want a wait", a.kind, a.member)
 	}
 }
+
+// TestPlanRestore: a cluster created from a backup is founded by its seed
+// alone, which restores; a missing or unfinished backup creates nothing
+// and says why.
+func TestPlanRestore(t *testing.T) {
+	restoring := func(w world, b *etcdv1alpha1.EtcdBackup, problem *restoreRefusal) observed {
+		o := w.observed()
+		o.cluster.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSource{BackupName: "nightly"}}
+		o.restore, o.restoreProblem = b, problem
+		return o
+	}
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "nightly"}, Status: etcdv1alpha1.EtcdBackupStatus{Phase: etcdv1alpha1.BackupSucceeded, Key: "k", SHA256: "s"}}
+
+	a := plan(restoring(world{replicas: 3, noEtcd: true}, b, nil))
+	if a.kind != actCreateSeed || a.member != "a-0" || !slices.Equal(a.founders, []string{"a-0"}) || a.restore != b || a.initialCluster != "a-0="+builder.PeerURL(&etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns"}}, "a-0") {
+		t.Fatalf("plan = %+v; want the seed a-0 alone, restoring", a)
+	}
+	// Its Pod exists and restores: nothing more until it has formed.
+	if a := plan(restoring(world{replicas: 3, noEtcd: true, pods: []string{"a-0"}, seeds: []string{"a-0"}}, b, nil)); a.kind != actWait {
+		t.Errorf("while the seed restores: %+v, want a wait", a)
+	}
+	// Formed: the others join as learners.
+	if a := plan(restoring(world{replicas: 3, voters: []string{"a-0"}, pods: []string{"a-0"}, leader: "a-0", lostCluster: "1"}, nil, nil)); a.kind != actAddLearner {
+		t.Errorf("once formed: %+v, want a learner", a)
+	}
+	for _, problem := range []restoreRefusal{{etcdv1alpha1.ReasonSourceNotFound, "spec.bootstrap.restore.backupName: EtcdBackup nightly not found"}, {etcdv1alpha1.ReasonSourceNotReady, "spec.bootstrap.restore.backupName: EtcdBackup nightly is Running"}} {
+		a := plan(restoring(world{replicas: 3, noEtcd: true}, nil, &problem))
+		if a.kind != actRefuse || a.refusal != problem.reason || a.reason != problem.message {
+			t.Errorf("%s: plan = %+v, want a refusal", problem.reason, a)
+		}
+		cond, ok := restoredCondition(restoring(world{replicas: 3, noEtcd: true}, nil, &problem))
+		if !ok || cond.Status != metav1.ConditionFalse || cond.Reason != problem.reason {
+			t.Errorf("%s: Restored = %+v", problem.reason, cond)
+		}
+	}
+}

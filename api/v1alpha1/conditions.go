@@ -59,6 +59,22 @@ const (
 	// ConditionConfigurationWarning is True when the spec is accepted but
 	// part of it is ignored or questionable; the message says what to change.
 	ConditionConfigurationWarning = "ConfigurationWarning"
+
+	// ConditionRestored is on clusters created with
+	// spec.bootstrap.restore: Unknown while the seed restores, False
+	// when the restore cannot start or failed (the reason says why: the
+	// source, or a snapshot that does not check), True once the restored
+	// cluster has formed.
+	ConditionRestored = "Restored"
+)
+
+// Reasons of the Restored condition.
+const (
+	ReasonRestoring        = "Restoring"
+	ReasonRestored         = "Restored"
+	ReasonSourceNotFound   = "SourceNotFound"
+	ReasonSourceNotReady   = "SourceNotReady"
+	ReasonRestoreImageless = "OperatorImageUnknown"
 )
 
 // Condition reasons of an EtcdCluster, by condition. A reason shared by

@@ -157,6 +157,11 @@ func (c *EtcdCluster) DefragmentBudget() time.Duration {
 // Pods, maintenance) until it is removed; the status keeps being reported.
 const AnnotationPaused = "etcd.aenix.io/paused"
 
+// AnnotationRestoredFrom is on the seed Pod of a cluster restored from a
+// backup: the EtcdBackup's name. Its init containers restore the
+// snapshot.
+const AnnotationRestoredFrom = "etcd.aenix.io/restored-from"
+
 // IsPaused tells whether the operator must leave the cluster alone.
 func (c *EtcdCluster) IsPaused() bool {
 	return c.Annotations[AnnotationPaused] == "true"

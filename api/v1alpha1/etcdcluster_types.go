@@ -14,6 +14,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.podDisruptionBudgetTemplate) || !has(self.podDisruptionBudgetTemplate.spec) || !has(self.podDisruptionBudgetTemplate.spec.minAvailable) || !has(self.podDisruptionBudgetTemplate.spec.maxUnavailable) || (type(self.podDisruptionBudgetTemplate.spec.minAvailable) == int && type(self.podDisruptionBudgetTemplate.spec.maxUnavailable) == int && self.podDisruptionBudgetTemplate.spec.minAvailable + self.podDisruptionBudgetTemplate.spec.maxUnavailable == self.replicas)",message="spec.podDisruptionBudgetTemplate.spec: minAvailable and maxUnavailable are both set but do not add up to spec.replicas; set only one of them"
 // +kubebuilder:validation:XValidation:rule="!has(self.podDisruptionBudgetTemplate) || !has(self.podDisruptionBudgetTemplate.spec) || !has(self.podDisruptionBudgetTemplate.spec.minAvailable) || type(self.podDisruptionBudgetTemplate.spec.minAvailable) != int || self.podDisruptionBudgetTemplate.spec.minAvailable <= self.replicas",message="spec.podDisruptionBudgetTemplate.spec.minAvailable is more than spec.replicas: set at most spec.replicas"
 // +kubebuilder:validation:XValidation:rule="!has(self.podDisruptionBudgetTemplate) || !has(self.podDisruptionBudgetTemplate.spec) || !has(self.podDisruptionBudgetTemplate.spec.maxUnavailable) || type(self.podDisruptionBudgetTemplate.spec.maxUnavailable) != int || self.podDisruptionBudgetTemplate.spec.maxUnavailable <= self.replicas",message="spec.podDisruptionBudgetTemplate.spec.maxUnavailable is more than spec.replicas: set at most spec.replicas"
+// +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap) && (!has(self.bootstrap) || self.bootstrap == oldSelf.bootstrap)",message="spec.bootstrap can only be set when the EtcdCluster is created: a restore replaces every key, so it never runs over a cluster that has data. Create a new EtcdCluster with spec.bootstrap.restore and move clients to it, or delete this EtcdCluster and create it again with spec.bootstrap.restore"
 type EtcdClusterSpec struct {
 	// replicas is the number of etcd members. Use an odd number: 3 members
 	// survive the loss of 1, 5 survive the loss of 2. The operator changes
@@ -115,6 +116,37 @@ type EtcdClusterSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Security"
 	Security *SecuritySpec `json:"security,omitempty"`
+
+	// bootstrap says where a new cluster's data comes from: nowhere (an
+	// empty cluster, without bootstrap) or a snapshot. It is read only
+	// when the cluster is created, and cannot be added, changed or
+	// removed later.
+	//
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Bootstrap"
+	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
+}
+
+// BootstrapSpec says where a new cluster's data comes from.
+type BootstrapSpec struct {
+	// restore starts the cluster from the snapshot of an EtcdBackup: its
+	// first member restores it under this cluster's identity (new cluster
+	// and member IDs, the snapshot's keys, values and revision), and the
+	// other members join it as learners.
+	//
+	// +optional
+	Restore *RestoreSource `json:"restore,omitempty"`
+}
+
+// RestoreSource is the snapshot a new cluster starts from.
+type RestoreSource struct {
+	// backupName is a Succeeded EtcdBackup in this namespace; its status
+	// gives the snapshot's location, size, SHA-256 and revision, which the
+	// restore checks before anything starts.
+	//
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	BackupName string `json:"backupName"`
 }
 
 // MaintenanceSpec configures compaction and defragmentation.

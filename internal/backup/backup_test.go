@@ -232,3 +232,31 @@ func TestRunTriesTheNextMemberAndNeverStoresADamagedSnapshot(t *testing.T) {
 		t.Errorf("a damaged snapshot was stored: %v", err)
 	}
 }
+
+// corruptingStore flips a byte of every snapshot it stores, as a faulty
+// store or network would.
+type corruptingStore struct{ Store }
+
+func (c corruptingStore) Put(ctx context.Context, key, staging string, facts Facts, meta map[string]string) error {
+	data, err := os.ReadFile(staging)
+	if err != nil {
+		return err
+	}
+	data[len(data)/3] ^= 1
+	if err := os.WriteFile(staging, data, 0o600); err != nil {
+		return err
+	}
+	return c.Store.Put(ctx, key, staging, facts, meta)
+}
+
+func TestRunNeverReportsASnapshotThatDoesNotReadBack(t *testing.T) {
+	root := t.TempDir()
+	store := corruptingStore{NewVolumeStore(VolumeConfig{Claim: "claim", Root: root})}
+	res := Run(context.Background(), params(fakeCluster(snapshotBytes(t, 7)), store, "uid-1"))
+	if res.Succeeded() || res.Reason != ReasonVerificationFailed {
+		t.Fatalf("Run = %+v; want %s", res, ReasonVerificationFailed)
+	}
+	if _, err := os.Stat(filepath.Join(root, "ns/c/b.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the snapshot that did not read back is left: %v", err)
+	}
+}

@@ -57,7 +57,9 @@ type Result struct {
 
 // Succeeded tells whether the result is a stored, verified snapshot, or
 // one removed.
-func (r Result) Succeeded() bool { return r.Reason == ReasonVerified || r.Reason == ReasonDeleted }
+func (r Result) Succeeded() bool {
+	return r.Reason == ReasonVerified || r.Reason == ReasonDeleted || r.Reason == ReasonRestored
+}
 
 // resultOf is the result of an attempt that ended with err (nil: success).
 func resultOf(key string, facts Facts, from source, err error) Result {

@@ -33,6 +33,8 @@ type Store interface {
 	Put(ctx context.Context, key, staging string, facts Facts, meta map[string]string) error
 	// ReadBack reads everything stored at key and hashes it.
 	ReadBack(ctx context.Context, key string) (Stored, error)
+	// Fetch streams what is stored at key into w.
+	Fetch(ctx context.Context, key string, w io.Writer) error
 	// Delete removes what is stored at key; nothing there is no error.
 	Delete(ctx context.Context, key string) error
 }
@@ -186,6 +188,18 @@ func (s *s3Store) ReadBack(ctx context.Context, key string) (Stored, error) {
 	return Stored{Size: n, SHA256: hex.EncodeToString(h.Sum(nil)), Meta: lowerKeys(info.UserMetadata)}, nil
 }
 
+func (s *s3Store) Fetch(ctx context.Context, key string, w io.Writer) error {
+	obj, err := s.cli.GetObject(ctx, s.cfg.Bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return s.classify(err)
+	}
+	defer func() { _ = obj.Close() }()
+	if _, err := io.Copy(w, obj); err != nil {
+		return s.classify(err)
+	}
+	return nil
+}
+
 func (s *s3Store) Delete(ctx context.Context, key string) error {
 	err := s.cli.RemoveObject(ctx, s.cfg.Bucket, key, minio.RemoveObjectOptions{})
 	if err != nil && minio.ToErrorResponse(err).Code != minio.NoSuchKey {
@@ -240,6 +254,9 @@ type volumeStore struct{ cfg VolumeConfig }
 func NewVolumeStore(cfg VolumeConfig) Store { return &volumeStore{cfg: cfg} }
 
 func (v *volumeStore) Location(key string) string { return "pvc://" + v.cfg.Claim + "/" + key }
+
+// Root is where the claim is mounted.
+func (v *volumeStore) Root() string { return v.cfg.Root }
 
 func (v *volumeStore) path(key string) string {
 	return filepath.Join(v.cfg.Root, filepath.FromSlash(key))
@@ -312,6 +329,16 @@ func (v *volumeStore) ReadBack(_ context.Context, key string) (Stored, error) {
 		return Stored{}, failf(ReasonVerificationFailed, "reading the metadata of %s back: %v", v.Location(key), err)
 	}
 	return Stored{Size: n, SHA256: hex.EncodeToString(h.Sum(nil)), Meta: meta}, nil
+}
+
+func (v *volumeStore) Fetch(_ context.Context, key string, w io.Writer) error {
+	f, err := os.Open(v.path(key))
+	if err != nil {
+		return failf(ReasonStoreFailed, "reading %s: %v", v.Location(key), err)
+	}
+	defer func() { _ = f.Close() }()
+	_, err = io.Copy(w, f)
+	return err
 }
 
 func (v *volumeStore) Delete(_ context.Context, key string) error {

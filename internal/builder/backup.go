@@ -93,7 +93,8 @@ func DeleteBackupPod(b *etcdv1alpha1.EtcdBackup, image string) *corev1.Pod {
 	return pod
 }
 
-// destinationArgs are the runner's flags for d, mounting what it needs.
+// destinationArgs are the runner's flags for d, mounting what it needs;
+// a scratch volume of scratch bytes for S3 (0: unbounded, -1: none).
 func destinationArgs(d etcdv1alpha1.BackupDestination, mount func(name, dir string, src corev1.VolumeSource), scratch int64) []string {
 	if v := d.Volume; v != nil {
 		mount("destination", backupVolumeDir, corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.ClaimName}})
@@ -109,10 +110,13 @@ func destinationArgs(d etcdv1alpha1.BackupDestination, mount func(name, dir stri
 		mount("s3-ca", backupS3CADir, corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: s.CASecret.Name, Items: []corev1.KeyToPath{{Key: key, Path: "ca.crt"}}}})
 		args = append(args, "--s3-ca-file="+path.Join(backupS3CADir, "ca.crt"))
 	}
-	if scratch > 0 {
+	switch {
+	case scratch > 0:
 		mount("scratch", backupScratchDir, corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: resource.NewQuantity(scratch, resource.BinarySI)}})
-	} else {
+	case scratch == 0:
 		mount("scratch", backupScratchDir, corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}})
+	default:
+		return args[:len(args)-1] // no scratch: a restore fetches into the data directory
 	}
 	return args
 }
@@ -189,4 +193,71 @@ func backupPod(b *etcdv1alpha1.EtcdBackup, name, image string, args []string, vo
 // the database, plus room.
 func BackupScratchSize(dbSize int64) int64 {
 	return dbSize + dbSize/4 + 64<<20
+}
+
+// Mount points of a restoring seed's init containers.
+const (
+	restoreToolsDir = "/etcd-restore"
+	restoreBinary   = restoreToolsDir + "/etcd-restore"
+)
+
+// Names of a restoring seed's init containers.
+const (
+	RestoreToolsContainer = "restore-tools"
+	RestoreContainer      = "restore"
+)
+
+// WithRestore makes pod, the seed of new cluster c, restore the snapshot
+// of backup b before etcd starts: restore-tools (the operator's image)
+// copies the operator's binary into a shared emptyDir, then restore (the
+// member's own etcd image, so that its etcdutl writes the data) runs it:
+// fetch, check against b's status, restore under c's identity, set up
+// authentication, move into place. It does nothing once the data
+// directory holds member/.
+func WithRestore(pod *corev1.Pod, c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup, image string) {
+	var volumes []corev1.Volume
+	var mounts []corev1.VolumeMount
+	mount := func(name, dir string, src corev1.VolumeSource) {
+		name = "restore-" + name
+		volumes = append(volumes, corev1.Volume{Name: name, VolumeSource: src})
+		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true})
+	}
+	peer := PeerURL(c, pod.Name)
+	args := []string{"restore", "run",
+		"--data-dir=" + DataDir, "--name=" + pod.Name, "--peer-url=" + peer, "--token=" + ClusterToken(c),
+		"--key=" + b.Status.Key, "--size=" + strconv.FormatInt(b.Status.Size, 10), "--sha256=" + b.Status.SHA256,
+		"--revision=" + strconv.FormatInt(b.Status.Revision, 10), "--etcdutl=etcdutl",
+		"--auth-enabled=" + strconv.FormatBool(c.Spec.Security.AuthEnabled()),
+	}
+	if c.Spec.Security.AuthEnabled() && !c.Spec.Security.OperatorClientCert() {
+		mount("root-password", backupPasswordDir, corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: RootPasswordSecretName(c), Items: []corev1.KeyToPath{{Key: corev1.BasicAuthPasswordKey, Path: "password"}},
+		}})
+		args = append(args, "--password-file="+path.Join(backupPasswordDir, "password"))
+	}
+	args = append(args, destinationArgs(b.Spec.Destination, mount, -1)...)
+	tools := corev1.Volume{Name: "restore-tools", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+	toolsMount := corev1.VolumeMount{Name: tools.Name, MountPath: restoreToolsDir}
+	data := corev1.VolumeMount{Name: DataVolumeName, MountPath: DataDir}
+	pod.Spec.Volumes = append(pod.Spec.Volumes, append(volumes, tools)...)
+	env := backupPod(b, "", "", nil, nil, nil).Spec.Containers[0].Env
+	pod.Spec.InitContainers = append(pod.Spec.InitContainers,
+		corev1.Container{
+			Name: RestoreToolsContainer, Image: image,
+			Command:                  []string{"/manager", "restore", "install", "--to=" + restoreBinary},
+			VolumeMounts:             []corev1.VolumeMount{toolsMount},
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		},
+		corev1.Container{
+			Name: RestoreContainer, Image: EtcdImage(c),
+			Command:                  []string{restoreBinary},
+			Args:                     args,
+			Env:                      env,
+			VolumeMounts:             append([]corev1.VolumeMount{data, toolsMount}, mounts...),
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		})
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[etcdv1alpha1.AnnotationRestoredFrom] = b.Name
 }

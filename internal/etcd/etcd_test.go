@@ -812,3 +812,156 @@ func TestSnapshotOfAFollower(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreFromSnapshot restores a backup of a cluster with a password
+// into a new one-member cluster with etcdutl: every key and value and the
+// revision come back under a new cluster ID, root's password is the new
+// cluster's (the old one is refused), a restore over restored data does
+// nothing, and a snapshot with one byte flipped is refused before
+// anything is written.
+func TestRestoreFromSnapshot(t *testing.T) {
+	t.Parallel()
+	const version = "v3.6.16"
+	ctx := context.Background()
+	etcdutl := strings.Replace(etcdBinary(t, version), "/etcd-", "/etcdutl-", 1)
+	if _, err := os.Stat(etcdutl); err != nil {
+		t.Fatalf("etcdutl %s is missing (%v): run `make localcluster-binaries` to build it", version, err)
+	}
+	tc := startCluster(t, version, 3)
+	if err := tc.client(t).EnableAuth(ctx, "old-pw"); err != nil {
+		t.Fatal(err)
+	}
+	old, err := clientv3.New(clientv3.Config{Endpoints: []string{tc.members[0].clientURL}, Username: "root", Password: "old-pw", DialTimeout: callTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = old.Close() }()
+	for i := range 200 {
+		if _, err := old.Put(ctx, fmt.Sprintf("/k/%03d", i%50), fmt.Sprintf("v%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := old.Delete(ctx, "/k/007"); err != nil {
+		t.Fatal(err)
+	}
+	want, err := old.Get(ctx, "/k/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldStatus, err := old.Status(ctx, tc.members[0].clientURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var endpoints []string
+	for _, m := range tc.members {
+		endpoints = append(endpoints, m.clientURL)
+	}
+	store := backup.NewVolumeStore(backup.VolumeConfig{Claim: "claim", Root: t.TempDir()})
+	taken := backup.Run(ctx, backup.Params{
+		Namespace: "ns", Cluster: "c", BackupUID: "uid-1", Key: "ns/c/b.db", Store: store,
+		Etcd:      etcd.Config{Endpoints: endpoints, Username: "root", Password: "old-pw", CallTimeout: callTimeout},
+		NewClient: etcd.New,
+	})
+	if !taken.Succeeded() {
+		t.Fatalf("backup.Run = %+v", taken)
+	}
+
+	dataDir := t.TempDir()
+	peer, clientURL := localURL(t), localURL(t)
+	params := backup.RestoreParams{
+		DataDir: dataDir, Name: "r0", PeerURL: peer, Token: "restored", Store: store, Key: taken.Key,
+		Size: taken.Size, SHA256: taken.SHA256, Revision: taken.Revision, Etcdutl: etcdutl,
+		AuthEnabled: true, RootPassword: "new-pw",
+	}
+	if res := backup.Restore(ctx, params); !res.Succeeded() {
+		t.Fatalf("backup.Restore = %+v", res)
+	}
+	if entries, _ := os.ReadDir(dataDir); len(entries) != 1 || entries[0].Name() != "member" {
+		t.Errorf("the data directory holds %v, want member/ alone", entries)
+	}
+	if res := backup.Restore(ctx, params); !res.Succeeded() {
+		t.Errorf("a restore over restored data = %+v, want a success that changes nothing", res)
+	}
+
+	restored := &cluster{bin: tc.bin, token: "restored"}
+	restored.startIn(t, "r0", peer, clientURL, dataDir)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientURL}, Username: "root", Password: "new-pw", DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("root with the new password: %v", err)
+	}
+	defer func() { _ = cli.Close() }()
+	var got *clientv3.GetResponse
+	eventually(t, "the restored member to serve", func() error {
+		got, err = cli.Get(ctx, "/k/", clientv3.WithPrefix())
+		return err
+	}, restored.members...)
+	if len(got.Kvs) != len(want.Kvs) || got.Header.Revision != want.Header.Revision {
+		t.Fatalf("restored: %d keys at revision %d; want %d at %d", len(got.Kvs), got.Header.Revision, len(want.Kvs), want.Header.Revision)
+	}
+	for i, kv := range got.Kvs {
+		w := want.Kvs[i]
+		if string(kv.Key) != string(w.Key) || string(kv.Value) != string(w.Value) || kv.CreateRevision != w.CreateRevision || kv.ModRevision != w.ModRevision || kv.Version != w.Version {
+			t.Errorf("restored %s=%s (create %d, mod %d, version %d); want %s=%s (%d, %d, %d)", kv.Key, kv.Value, kv.CreateRevision, kv.ModRevision, kv.Version, w.Key, w.Value, w.CreateRevision, w.ModRevision, w.Version)
+		}
+	}
+	if st, err := cli.Status(ctx, clientURL); err != nil || st.Header.ClusterId == oldStatus.Header.ClusterId {
+		t.Errorf("restored cluster ID %x (%v); the old one is %x", st.Header.GetClusterId(), err, oldStatus.Header.ClusterId)
+	}
+	if c, err := clientv3.New(clientv3.Config{Endpoints: []string{clientURL}, Username: "root", Password: "old-pw", DialTimeout: 3 * time.Second, Logger: zap.NewNop()}); err == nil {
+		_ = c.Close()
+		t.Error("the old cluster's root password still works")
+	}
+	if _, err := cli.Put(ctx, "/after", "restore"); err != nil {
+		t.Errorf("the restored cluster refuses writes: %v", err)
+	}
+
+	// One byte flipped in the stored snapshot: refused, nothing written.
+	path := filepath.Join(store.(interface{ Root() string }).Root(), taken.Key)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 1
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	params.DataDir = t.TempDir()
+	if res := backup.Restore(ctx, params); res.Reason != backup.ReasonChecksumMismatch {
+		t.Errorf("a restore of a damaged snapshot = %+v, want %s", res, backup.ReasonChecksumMismatch)
+	}
+	if _, err := os.Stat(filepath.Join(params.DataDir, "member")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a damaged snapshot left member/: %v", err)
+	}
+}
+
+// startIn starts one member on an existing data directory.
+func (tc *cluster) startIn(t *testing.T, name, peerURL, clientURL, dataDir string) *process {
+	t.Helper()
+	p := &process{name: name, peerURL: peerURL, clientURL: clientURL, log: filepath.Join(t.TempDir(), "etcd.log"), done: make(chan struct{})}
+	logFile, err := os.Create(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(tc.bin, "--name="+name, "--data-dir="+dataDir,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--listen-client-urls="+clientURL, "--advertise-client-urls="+clientURL,
+		"--initial-cluster="+name+"="+peerURL, "--initial-cluster-token="+tc.token)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		_ = logFile.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.stop(t)
+		if t.Failed() {
+			t.Logf("log of etcd %s:\n%s", name, p.logTail())
+		}
+	})
+	tc.members = append(tc.members, p)
+	return p
+}

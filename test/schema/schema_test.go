@@ -60,7 +60,7 @@ func TestExamplesAreAccepted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	var files []string
-	for _, pattern := range []string{"../../examples/*.yaml", "../../examples/tenants/*.yaml", "../../config/samples/etcd_*.yaml"} {
+	for _, pattern := range []string{"../../examples/*.yaml", "../../examples/tenants/*.yaml", "../../examples/backups/*.yaml", "../../config/samples/etcd_*.yaml"} {
 		matches, err := filepath.Glob(pattern)
 		if err != nil {
 			t.Fatal(err)

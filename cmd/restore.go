@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/etcd-operator/etcd-operator/internal/backup"
+)
+
+// restoreMain runs `manager restore install|run`: the init containers of
+// a new cluster's seed that restores a snapshot. install copies this
+// binary to --to, so that run can execute in the member's own etcd image
+// beside its etcdutl.
+func restoreMain(args []string) int {
+	if len(args) == 0 || (args[0] != "install" && args[0] != "run") {
+		fmt.Fprintln(os.Stderr, "usage: manager restore install|run [flags]")
+		return 2
+	}
+	flags := flag.NewFlagSet("restore "+args[0], flag.ContinueOnError)
+	var (
+		p                                backup.RestoreParams
+		to, passwordFile, terminationLog string
+		s3                               backup.S3Config
+		volume                           backup.VolumeConfig
+	)
+	flags.StringVar(&to, "to", "", "install: where to copy this binary.")
+	flags.StringVar(&p.DataDir, "data-dir", "/var/lib/etcd", "The member's data directory.")
+	flags.StringVar(&p.Name, "name", "", "The seed member's name.")
+	flags.StringVar(&p.PeerURL, "peer-url", "", "The seed member's peer URL.")
+	flags.StringVar(&p.Token, "token", "", "The new cluster's --initial-cluster-token.")
+	flags.StringVar(&p.Key, "key", "", "Object key or path of the snapshot.")
+	flags.Int64Var(&p.Size, "size", 0, "Size the snapshot must have.")
+	flags.StringVar(&p.SHA256, "sha256", "", "SHA-256 the snapshot must have.")
+	flags.Int64Var(&p.Revision, "revision", 0, "Revision the snapshot must hold.")
+	flags.StringVar(&p.Etcdutl, "etcdutl", "etcdutl", "etcdutl of the member's image.")
+	flags.BoolVar(&p.AuthEnabled, "auth-enabled", false, "Whether the new cluster has authentication on.")
+	flags.StringVar(&passwordFile, "password-file", "", "File holding the new cluster's root password.")
+	flags.StringVar(&s3.Endpoint, "s3-endpoint", "", "S3 endpoint URL.")
+	flags.StringVar(&s3.Bucket, "s3-bucket", "", "S3 bucket.")
+	flags.StringVar(&s3.Region, "s3-region", "", "S3 region.")
+	flags.StringVar(&s3.Addressing, "s3-addressing", "Auto", "Auto, Path or VirtualHost.")
+	flags.StringVar(&s3.CAFile, "s3-ca-file", "", "PEM CAs trusted for the S3 endpoint besides the system's.")
+	flags.StringVar(&volume.Root, "volume-root", "", "Where the source claim is mounted.")
+	flags.StringVar(&volume.Claim, "volume-claim", "", "Name of the source claim.")
+	flags.StringVar(&terminationLog, "termination-log", "/dev/termination-log", "Where the result is written.")
+	if err := flags.Parse(args[1:]); err != nil {
+		return 2
+	}
+	if args[0] == "install" {
+		if err := installSelf(to); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	res := func() backup.Result {
+		store, err := newStore(s3, volume)
+		if err != nil {
+			return backup.Failed(p.Key, err)
+		}
+		p.Store = store
+		if passwordFile != "" {
+			password, err := os.ReadFile(passwordFile)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return backup.Failed(p.Key, err)
+			}
+			p.RootPassword = string(password)
+		}
+		return backup.Restore(ctx, p)
+	}()
+	out, _ := json.Marshal(res)
+	fmt.Println(string(out))
+	if err := os.WriteFile(terminationLog, out, 0o644); err != nil {
+		fmt.Fprintf(os.Stderr, "writing the result to %s: %v\n", terminationLog, err)
+	}
+	if !res.Succeeded() {
+		return 1
+	}
+	return 0
+}
+
+// installSelf copies the running binary to path, executable.
+func installSelf(path string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(self)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = in.Close() }()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

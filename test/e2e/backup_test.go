@@ -1,0 +1,628 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/backup"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
+	"github.com/etcd-operator/etcd-operator/test/support"
+)
+
+// backupBucket is the bucket of the local S3 server the backup tests use;
+// keys carry the test's namespace, so tests never meet.
+const backupBucket = "e2e-backups"
+
+// writeKeys writes n keys with values of varied sizes (a few near etcd's
+// 1.5 MiB request limit), overwrites some and deletes others so revisions
+// differ from key to key, and returns what the keys hold and the revision
+// of the last write.
+func writeKeys(ctx context.Context, t *testing.T, cli *clientv3.Client, n int) (map[string]string, int64) {
+	t.Helper()
+	want := map[string]string{}
+	var rev int64
+	put := func(k, v string) {
+		resp, err := cli.Put(ctx, k, v)
+		if err != nil {
+			t.Fatalf("put %s: %v", k, err)
+		}
+		want[k], rev = v, resp.Header.Revision
+	}
+	for i := range n {
+		size := 1 + (i*37)%2000
+		if i%2500 == 0 {
+			size = 1400 << 10
+		}
+		put(fmt.Sprintf("/data/%05d", i), strings.Repeat(string(rune('a'+i%26)), size))
+	}
+	for i := 0; i < n; i += 10 {
+		put(fmt.Sprintf("/data/%05d", i), fmt.Sprintf("overwritten-%d", i))
+	}
+	for i := 5; i < n; i += 50 {
+		k := fmt.Sprintf("/data/%05d", i)
+		resp, err := cli.Delete(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		delete(want, k)
+		rev = resp.Header.Revision
+	}
+	return want, rev
+}
+
+// snapshotKeys reads the live keys of the snapshot file at path straight
+// from its database (the latest version of each key, tombstones dropped),
+// as a restored member would serve them.
+func snapshotKeys(t *testing.T, path string) map[string]string {
+	t.Helper()
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = db.Close() }()
+	got := map[string]string{}
+	err = db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("key")).ForEach(func(k, v []byte) error {
+			var kv mvccpb.KeyValue
+			if err := proto.Unmarshal(v, &kv); err != nil {
+				return err
+			}
+			if len(k) > 17 && k[17] == 't' { // a tombstone
+				delete(got, string(kv.Key))
+				return nil
+			}
+			got[string(kv.Key)] = string(kv.Value)
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// assertSnapshotHolds checks the snapshot file at path: etcd's own hash,
+// the revision, and every key of want with its value.
+func assertSnapshotHolds(t *testing.T, path string, want map[string]string, rev int64) {
+	t.Helper()
+	facts, err := backup.CheckFile(path)
+	if err != nil {
+		t.Fatalf("the stored snapshot does not check: %v", err)
+	}
+	if facts.Revision != rev {
+		t.Errorf("the stored snapshot is at revision %d, want %d", facts.Revision, rev)
+	}
+	got := snapshotKeys(t, path)
+	missing, wrong := 0, 0
+	for k, v := range want {
+		switch g, ok := got[k]; {
+		case !ok:
+			missing++
+		case g != v:
+			wrong++
+		}
+	}
+	extra := 0
+	for k := range got {
+		if _, ok := want[k]; !ok && strings.HasPrefix(k, "/data/") {
+			extra++
+		}
+	}
+	if missing+wrong+extra > 0 {
+		t.Errorf("the snapshot holds %d keys under /data/: %d of the %d written missing, %d with another value, %d deleted ones back", len(got), missing, len(want), wrong, extra)
+	}
+}
+
+// awaitBackup waits until the backup ends and returns it.
+func awaitBackup(ctx context.Context, t *testing.T, key client.ObjectKey, timeout time.Duration) *etcdv1alpha1.EtcdBackup {
+	t.Helper()
+	b := &etcdv1alpha1.EtcdBackup{}
+	support.Eventually(t, timeout, "backup "+key.Name+" to end", func() error {
+		if err := k8sClient.Get(ctx, key, b); err != nil {
+			return err
+		}
+		if b.Status.Phase != etcdv1alpha1.BackupSucceeded && b.Status.Phase != etcdv1alpha1.BackupFailed {
+			return fmt.Errorf("phase %s, conditions %v", b.Status.Phase, b.Status.Conditions)
+		}
+		return nil
+	})
+	return b
+}
+
+func backupCondition(b *etcdv1alpha1.EtcdBackup) metav1.Condition {
+	if c := meta.FindStatusCondition(b.Status.Conditions, etcdv1alpha1.ConditionBackupSucceeded); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+// s3Destination is the local S3 server as a destination, with the Secrets
+// it names created in ns.
+func s3Destination(ctx context.Context, t *testing.T, s3 *support.S3, ns string) etcdv1alpha1.BackupDestination {
+	t.Helper()
+	if err := s3.CreateCredentialsSecret(ctx, ns, "s3-credentials"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s3.CreateCASecret(ctx, ns, "s3-ca"); err != nil {
+		t.Fatal(err)
+	}
+	return etcdv1alpha1.BackupDestination{S3: &etcdv1alpha1.S3Destination{
+		Endpoint: s3.InClusterEndpoint, Bucket: backupBucket, Prefix: "etcd",
+		CredentialsSecret: etcdv1alpha1.LocalObjectReference{Name: "s3-credentials"},
+		CASecret:          &etcdv1alpha1.SecretKeySelector{Name: "s3-ca"},
+	}}
+}
+
+// TestBackupRestoreS3 backs up a 3-member cluster with operator-managed
+// TLS and authentication on: the snapshot comes from a follower, its
+// status matches the object in the bucket byte for byte, and the object
+// holds every key written before the backup, with its value, at the
+// revision of the last write. Then the cluster is deleted and a new one
+// restored from the backup: every key, value and the revision are back,
+// and it takes writes.
+func TestBackupRestoreS3(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	s3, err := env.EnsureS3(ctx, backupBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3), Security: &etcdv1alpha1.SecuritySpec{
+			EnableAuth: true,
+			TLS:        &etcdv1alpha1.TLSSpec{CertManager: &etcdv1alpha1.CertManagerSpec{}},
+		}},
+	}
+	if err := k8sClient.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	awaitReady(ctx, t, key, 3)
+	awaitCondition(ctx, t, key, 2*time.Minute, etcdv1alpha1.ConditionAuthentication, metav1.ConditionTrue)
+	cert, roots := secretPair(ctx, t, ns, builder.ClientTLSSecretName(c))
+	cli := tlsClient(ctx, t, ns, c.Name, roots, cert)
+	want, rev := writeKeys(ctx, t, cli, 10000)
+
+	dest := s3Destination(ctx, t, s3, ns)
+	b := &etcdv1alpha1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "first"},
+		Spec:       etcdv1alpha1.EtcdBackupSpec{ClusterName: c.Name, Destination: *dest.DeepCopy()},
+	}
+	if err := k8sClient.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	b = awaitBackup(ctx, t, client.ObjectKeyFromObject(b), 3*time.Minute)
+	if b.Status.Phase != etcdv1alpha1.BackupSucceeded {
+		t.Fatalf("backup %s: %+v", b.Status.Phase, b.Status.Conditions)
+	}
+	t.Logf("backup of revision %d (%d bytes) from %s succeeded in %s, attempt %d", b.Status.Revision, b.Status.Size, b.Status.Member, time.Since(start).Round(time.Second), b.Status.Attempts)
+	if b.Status.Revision != rev {
+		t.Errorf("status.revision %d, want %d (the last write's)", b.Status.Revision, rev)
+	}
+	wantKey := "etcd/" + ns + "/db/first.db"
+	if b.Status.Key != wantKey || b.Status.Location != "s3://"+backupBucket+"/"+wantKey {
+		t.Errorf("key %q, location %q", b.Status.Key, b.Status.Location)
+	}
+	leader := etcdLeaderName(ctx, t, cli)
+	if b.Status.Member == leader || b.Status.Member == "" {
+		t.Errorf("the snapshot came from %q; the leader is %s", b.Status.Member, leader)
+	}
+
+	// The object, read by the test itself.
+	mc, err := s3.Client(s3.AccessKeyID, s3.SecretAccessKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := mc.StatObject(ctx, backupBucket, wantKey, minio.StatObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.UserMetadata["Etcd-Sha256"]; got != b.Status.SHA256 {
+		t.Errorf("object metadata sha256 %q, status %q (metadata %v)", got, b.Status.SHA256, info.UserMetadata)
+	}
+	path := filepath.Join(t.TempDir(), "snapshot.db")
+	if err := mc.FGetObject(ctx, backupBucket, wantKey, path, minio.GetObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != b.Status.SHA256 || int64(len(data)) != b.Status.Size {
+		t.Errorf("object: %d bytes, sha256 %x; status: %d bytes, %s", len(data), sum, b.Status.Size, b.Status.SHA256)
+	}
+	assertSnapshotHolds(t, path, want, rev)
+	assertNoRunners(ctx, t, ns, b.Name)
+
+	// A second backup of the same name in another prefix is another
+	// object; deleting an EtcdBackup with deletionPolicy Delete removes
+	// its object, and never another backup's.
+	second := &etcdv1alpha1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "second"},
+		Spec:       etcdv1alpha1.EtcdBackupSpec{ClusterName: c.Name, Destination: *dest.DeepCopy(), DeletionPolicy: etcdv1alpha1.BackupDelete},
+	}
+	if err := k8sClient.Create(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	if got := awaitBackup(ctx, t, client.ObjectKeyFromObject(second), 3*time.Minute); got.Status.Phase != etcdv1alpha1.BackupSucceeded {
+		t.Fatalf("second backup %s: %+v", got.Status.Phase, got.Status.Conditions)
+	}
+	if err := k8sClient.Delete(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	support.Eventually(t, 2*time.Minute, "the second backup and its object to go", func() error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(second), &etcdv1alpha1.EtcdBackup{}); err == nil {
+			return fmt.Errorf("the EtcdBackup is still there")
+		}
+		if _, err := mc.StatObject(ctx, backupBucket, "etcd/"+ns+"/db/second.db", minio.StatObjectOptions{}); err == nil {
+			return fmt.Errorf("its object is still there")
+		}
+		return nil
+	})
+	if _, err := mc.StatObject(ctx, backupBucket, wantKey, minio.StatObjectOptions{}); err != nil {
+		t.Errorf("the first backup's object (deletionPolicy Retain) went with the second: %v", err)
+	}
+
+	// The cluster goes; a new one comes back from the backup.
+	if err := k8sClient.Delete(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	restored := restoreCluster(ctx, t, c, "restored", b.Name)
+	rcert, rroots := secretPair(ctx, t, ns, builder.ClientTLSSecretName(restored))
+	assertRestored(ctx, t, restored, tlsClient(ctx, t, ns, restored.Name, rroots, rcert), want, rev)
+}
+
+// restoreCluster creates cluster name with like's spec, restored from
+// backup, and waits until it is Ready with like's replicas.
+func restoreCluster(ctx context.Context, t *testing.T, like *etcdv1alpha1.EtcdCluster, name, backupName string) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: like.Namespace, Name: name}, Spec: *like.Spec.DeepCopy()}
+	c.Spec.Bootstrap = &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSource{BackupName: backupName}}
+	if err := k8sClient.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	took := awaitReady(ctx, t, key, *like.Spec.Replicas)
+	t.Logf("cluster %s restored from %s and Ready with %d members in %s", name, backupName, *like.Spec.Replicas, took.Round(time.Second))
+	awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionRestored, metav1.ConditionTrue, "restored from EtcdBackup "+backupName)
+	return c
+}
+
+// assertRestored compares the restored cluster with what was written
+// before the backup, key by key, then writes to it.
+func assertRestored(ctx context.Context, t *testing.T, c *etcdv1alpha1.EtcdCluster, cli *clientv3.Client, want map[string]string, rev int64) {
+	t.Helper()
+	got, err := cli.Get(ctx, "/data/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing, wrong := 0, 0
+	seen := map[string]bool{}
+	for _, kv := range got.Kvs {
+		seen[string(kv.Key)] = true
+		if v, ok := want[string(kv.Key)]; !ok || v != string(kv.Value) {
+			wrong++
+		}
+	}
+	for k := range want {
+		if !seen[k] {
+			missing++
+		}
+	}
+	if missing+wrong > 0 || len(got.Kvs) != len(want) {
+		t.Errorf("restored cluster %s: %d keys, %d of the %d written missing, %d wrong or unexpected", c.Name, len(got.Kvs), missing, len(want), wrong)
+	}
+	if got.Header.Revision != rev {
+		t.Errorf("restored cluster %s is at revision %d, want %d", c.Name, got.Header.Revision, rev)
+	}
+	assertMembers(ctx, t, cli, c.Namespace, int(*c.Spec.Replicas))
+	if _, err := cli.Put(ctx, "/after-restore", "ok"); err != nil {
+		t.Errorf("restored cluster %s refuses writes: %v", c.Name, err)
+	}
+}
+
+// TestBackupRestoreVolume backs up an emptyDir cluster without TLS or
+// auth onto a claim: the file and its metadata file are on the claim, and
+// the file holds every key. A new cluster restored from it has them all.
+func TestBackupRestoreVolume(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3)}}
+	if err := k8sClient.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if err := k8sClient.Create(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	awaitReady(ctx, t, key, 3)
+	want, rev := writeKeys(ctx, t, etcdClient(ctx, t, ns, c.Name), 2000)
+
+	b := &etcdv1alpha1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "onclaim"},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: c.Name, Destination: etcdv1alpha1.BackupDestination{
+			Volume: &etcdv1alpha1.VolumeDestination{ClaimName: "backups", Path: "etcd"},
+		}},
+	}
+	if err := k8sClient.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	b = awaitBackup(ctx, t, client.ObjectKeyFromObject(b), 3*time.Minute)
+	if b.Status.Phase != etcdv1alpha1.BackupSucceeded || b.Status.Revision != rev {
+		t.Fatalf("backup %s at revision %d (want %d): %+v", b.Status.Phase, b.Status.Revision, rev, b.Status.Conditions)
+	}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+		t.Fatal(err)
+	}
+	pv := &corev1.PersistentVolume{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, pv); err != nil {
+		t.Fatal(err)
+	}
+	if pv.Spec.Local == nil {
+		t.Fatalf("the local cluster's volume %s has no local path", pv.Name)
+	}
+	path := filepath.Join(pv.Spec.Local.Path, "etcd", ns, "db", "onclaim.db")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != b.Status.SHA256 {
+		t.Errorf("file sha256 %x, status %s", sum, b.Status.SHA256)
+	}
+	if metaFile, err := os.ReadFile(strings.TrimSuffix(path, ".db") + ".json"); err != nil || !bytes.Contains(metaFile, []byte(b.Status.SHA256)) {
+		t.Errorf("metadata file: %s, %v", metaFile, err)
+	}
+	assertSnapshotHolds(t, path, want, rev)
+	assertNoRunners(ctx, t, ns, b.Name)
+
+	if err := k8sClient.Delete(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	restored := restoreCluster(ctx, t, c, "restored", b.Name)
+	assertRestored(ctx, t, restored, etcdClient(ctx, t, ns, restored.Name), want, rev)
+}
+
+// TestRestoreRefusesACorruptSnapshot flips one byte of a stored snapshot
+// in the bucket's own files: the restore refuses it with a condition that
+// says so, and etcd never starts from it. A restore from a backup that
+// does not exist creates no Pod.
+func TestRestoreRefusesACorruptSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	s3, err := env.EnsureS3(ctx, backupBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](1)}}
+	if err := k8sClient.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	awaitReady(ctx, t, client.ObjectKeyFromObject(c), 1)
+	writeKeys(ctx, t, etcdClient(ctx, t, ns, c.Name), 200)
+	b := &etcdv1alpha1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tampered"},
+		Spec:       etcdv1alpha1.EtcdBackupSpec{ClusterName: c.Name, Destination: s3Destination(ctx, t, s3, ns)},
+	}
+	if err := k8sClient.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if b = awaitBackup(ctx, t, client.ObjectKeyFromObject(b), 3*time.Minute); b.Status.Phase != etcdv1alpha1.BackupSucceeded {
+		t.Fatalf("backup %s: %+v", b.Status.Phase, b.Status.Conditions)
+	}
+	flipStoredByte(ctx, t, backupBucket, b.Status.Key)
+
+	bad := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fromtampered"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3),
+		Bootstrap: &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSource{BackupName: b.Name}}}}
+	if err := k8sClient.Create(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(bad)
+	awaitCondition(ctx, t, key, 2*time.Minute, etcdv1alpha1.ConditionRestored, metav1.ConditionFalse, backup.ReasonChecksumMismatch)
+	got := &etcdv1alpha1.EtcdCluster{}
+	if err := k8sClient.Get(ctx, key, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.ClusterID != "" {
+		t.Errorf("a cluster formed from a tampered snapshot: %s", got.Status.ClusterID)
+	}
+	pods := memberPods(ctx, t, key)
+	if len(pods) != 1 {
+		t.Errorf("%d member Pods; want the seed alone", len(pods))
+	}
+	for _, p := range pods {
+		for _, s := range p.Status.ContainerStatuses {
+			if s.Name == "etcd" && (s.State.Running != nil || s.State.Terminated != nil || s.RestartCount > 0) {
+				t.Errorf("etcd started in %s from a tampered snapshot: %+v", p.Name, s.State)
+			}
+		}
+	}
+
+	// A backup that does not exist: no Pod, a condition naming the field.
+	missing := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fromnothing"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](1),
+		Bootstrap: &etcdv1alpha1.BootstrapSpec{Restore: &etcdv1alpha1.RestoreSource{BackupName: "nothing"}}}}
+	if err := k8sClient.Create(ctx, missing); err != nil {
+		t.Fatal(err)
+	}
+	awaitCondition(ctx, t, client.ObjectKeyFromObject(missing), time.Minute, etcdv1alpha1.ConditionRestored, metav1.ConditionFalse, "spec.bootstrap.restore.backupName: EtcdBackup nothing not found")
+	if pods := memberPods(ctx, t, client.ObjectKeyFromObject(missing)); len(pods) != 0 {
+		t.Errorf("%d member Pods for a restore from nothing", len(pods))
+	}
+}
+
+// flipStoredByte flips one byte in the middle of the object key of bucket
+// in the S3 server's own files (its POSIX backend keeps each object as a
+// file on its claim), behind the S3 API: the object's metadata, its
+// recorded SHA-256 included, stays.
+func flipStoredByte(ctx context.Context, t *testing.T, bucket, key string) {
+	t.Helper()
+	claim := &corev1.PersistentVolumeClaim{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: support.S3Namespace, Name: "s3-data"}, claim); err != nil {
+		t.Fatal(err)
+	}
+	pv := &corev1.PersistentVolume{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, pv); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(pv.Spec.Local.Path, bucket, filepath.FromSlash(key))
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0xff
+	if _, err := f.WriteAt(b, fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBackupBadInput: what a careless user gets wrong ends in a condition
+// that names the field, and a backup waiting for its Secret starts once
+// the Secret is there.
+func TestBackupBadInput(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	s3, err := env.EnsureS3(ctx, backupBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](1)}}
+	if err := k8sClient.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	awaitReady(ctx, t, client.ObjectKeyFromObject(c), 1)
+	good := s3Destination(ctx, t, s3, ns)
+	if err := support.CreateS3CredentialsSecret(ctx, env.Client, ns, "wrong-keys", s3.AccessKeyID, "not-the-secret"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, reason, says string
+		change             func(*etcdv1alpha1.S3Destination)
+	}{
+		{"no-bucket", backup.ReasonBucketNotFound, "spec.destination.s3.bucket: bucket nowhere does not exist", func(d *etcdv1alpha1.S3Destination) { d.Bucket = "nowhere" }},
+		{"wrong-keys", backup.ReasonAccessDenied, "spec.destination.s3.credentialsSecret", func(d *etcdv1alpha1.S3Destination) { d.CredentialsSecret.Name = "wrong-keys" }},
+		{"untrusted", backup.ReasonEndpointFailed, "spec.destination.s3.caSecret", func(d *etcdv1alpha1.S3Destination) { d.CASecret = nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := *good.S3
+			tc.change(&d)
+			b := &etcdv1alpha1.EtcdBackup{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tc.name},
+				Spec:       etcdv1alpha1.EtcdBackupSpec{ClusterName: c.Name, BackoffLimit: ptr.To[int32](0), Destination: etcdv1alpha1.BackupDestination{S3: &d}},
+			}
+			if err := k8sClient.Create(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+			b = awaitBackup(ctx, t, client.ObjectKeyFromObject(b), 2*time.Minute)
+			if cond := backupCondition(b); b.Status.Phase != etcdv1alpha1.BackupFailed || cond.Reason != tc.reason || !strings.Contains(cond.Message, tc.says) {
+				t.Errorf("phase %s, condition %s: %s; want Failed, %s saying %q", b.Status.Phase, cond.Reason, cond.Message, tc.reason, tc.says)
+			}
+		})
+	}
+
+	// A Secret that is not there yet: Pending without using an attempt,
+	// then a success once it is created.
+	late := *good.S3
+	late.CredentialsSecret.Name = "late"
+	b := &etcdv1alpha1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late"},
+		Spec:       etcdv1alpha1.EtcdBackupSpec{ClusterName: c.Name, Destination: etcdv1alpha1.BackupDestination{S3: &late}},
+	}
+	if err := k8sClient.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	support.Eventually(t, time.Minute, "the backup to wait for its Secret", func() error {
+		got := &etcdv1alpha1.EtcdBackup{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(b), got); err != nil {
+			return err
+		}
+		if cond := backupCondition(got); got.Status.Phase != etcdv1alpha1.BackupPending || !strings.HasPrefix(cond.Message, "spec.destination.s3.credentialsSecret.name: Secret late not found") || got.Status.Attempts != 0 {
+			return fmt.Errorf("phase %s, attempts %d, condition %s: %s", got.Status.Phase, got.Status.Attempts, cond.Reason, cond.Message)
+		}
+		return nil
+	})
+	if err := s3.CreateCredentialsSecret(ctx, ns, "late"); err != nil {
+		t.Fatal(err)
+	}
+	if got := awaitBackup(ctx, t, client.ObjectKeyFromObject(b), 2*time.Minute); got.Status.Phase != etcdv1alpha1.BackupSucceeded {
+		cond := backupCondition(got)
+		t.Errorf("once its Secret exists the backup is %s: %s: %s", got.Status.Phase, cond.Reason, cond.Message)
+	}
+}
+
+// etcdLeaderName is the name of the member that leads.
+func etcdLeaderName(ctx context.Context, t *testing.T, cli *clientv3.Client) string {
+	t.Helper()
+	st, err := cli.Status(ctx, cli.Endpoints()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	members, err := cli.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members.Members {
+		if m.ID == st.Leader {
+			return m.Name
+		}
+	}
+	t.Fatalf("no member is the leader %x", st.Leader)
+	return ""
+}
+
+// assertNoRunners checks that a backup's runner Pods are gone once its
+// result is in the status.
+func assertNoRunners(ctx context.Context, t *testing.T, ns, name string) {
+	t.Helper()
+	support.Eventually(t, time.Minute, "the runner Pods of "+name+" to go", func() error {
+		pods := &corev1.PodList{}
+		if err := k8sClient.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{builder.LabelBackup: name}); err != nil {
+			return err
+		}
+		if len(pods.Items) > 0 {
+			return fmt.Errorf("%d left", len(pods.Items))
+		}
+		return nil
+	})
+}
