@@ -260,3 +260,17 @@ func TestRunNeverReportsASnapshotThatDoesNotReadBack(t *testing.T) {
 		t.Errorf("the snapshot that did not read back is left: %v", err)
 	}
 }
+
+// TestRunRefusesASnapshotBehindTheCluster: a follower that has not applied
+// every write acknowledged before the attempt began gives no snapshot.
+func TestRunRefusesASnapshotBehindTheCluster(t *testing.T) {
+	root := t.TempDir()
+	cli := fakeCluster(snapshotBytes(t, 7)).WithRevision(9)
+	res := Run(context.Background(), params(cli, NewVolumeStore(VolumeConfig{Claim: "claim", Root: root}), "uid-1"))
+	if res.Reason != ReasonSnapshotFailed || !strings.Contains(res.Message, "at revision 7, behind the cluster's 9") {
+		t.Fatalf("Run = %+v; want %s: behind the cluster", res, ReasonSnapshotFailed)
+	}
+	if _, err := os.Stat(filepath.Join(root, "ns/c/b.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a stale snapshot was stored: %v", err)
+	}
+}

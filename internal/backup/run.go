@@ -68,6 +68,13 @@ func run(ctx context.Context, p Params) (Facts, source, error) {
 		return Facts{}, source{}, failf(ReasonNoHealthyMember, "connecting to the cluster: %v", err)
 	}
 	defer func() { _ = cli.Close() }()
+	// Every write acknowledged before the attempt began is at or below
+	// this revision; a snapshot from a follower that has not applied them
+	// all yet is refused.
+	atLeast, err := cli.Revision(ctx)
+	if err != nil {
+		return Facts{}, source{}, failf(ReasonNoHealthyMember, "reading the cluster's revision: %v", err)
+	}
 	sources, err := chooseSources(ctx, cli)
 	if err != nil {
 		return Facts{}, source{}, err
@@ -85,6 +92,9 @@ func run(ctx context.Context, p Params) (Facts, source, error) {
 			s.storageVersion, err = cli.Snapshot(ctx, s.endpoint, w)
 			return err
 		})
+		if err == nil && facts.Revision < atLeast {
+			err = fmt.Errorf("its snapshot is at revision %d, behind the cluster's %d when the attempt began: it has not applied every acknowledged write yet", facts.Revision, atLeast)
+		}
 		if err == nil {
 			from = s
 			break

@@ -162,6 +162,9 @@ type Client interface {
 	// DeletePrefix deletes every key under prefix and returns how many
 	// there were.
 	DeletePrefix(ctx context.Context, prefix string) (int64, error)
+	// Revision is the cluster's current revision, read linearizably: every
+	// write acknowledged before the call is at or below it.
+	Revision(ctx context.Context) (int64, error)
 	// Snapshot streams the backend database of one endpoint, and only that
 	// one, into w, as etcdctl snapshot save does: the database followed by
 	// its SHA-256. It returns the version of the storage format as the stream
@@ -554,6 +557,17 @@ func (c *client) Defragment(ctx context.Context, endpoint string) error {
 		return fmt.Errorf("defragment endpoint %s: %w", endpoint, err)
 	}
 	return nil
+}
+
+func (c *client) Revision(ctx context.Context) (int64, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	// A Get of any key returns the store's current revision in its header.
+	resp, err := c.cli.Get(ctx, healthKey)
+	if err != nil {
+		return 0, fmt.Errorf("reading the current revision: %w", err)
+	}
+	return resp.Header.GetRevision(), nil
 }
 
 // Snapshot reads the stream over the endpoint's own connection

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand"
 	"net"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,6 +76,15 @@ type target struct {
 	tls     *tls.Config // nil without TLS
 	hist    *history.History
 	samples *sampler
+	// backups are the EtcdBackups the campaign took of the cluster.
+	backups []backupTaken
+}
+
+// backupTaken is an EtcdBackup and when (History.Now) it was asked for:
+// its snapshot must hold every put acknowledged before then.
+type backupTaken struct {
+	name  string
+	asked int64
 }
 
 // TestChaos runs the campaign of each seed in turn.
@@ -358,6 +369,75 @@ func check(ctx context.Context, t *testing.T, tg *target) {
 	for _, v := range tg.samples.violations(ctx, tg) {
 		t.Errorf("%s: %s", tg.name, v)
 	}
+	for _, b := range tg.backups {
+		checkBackup(ctx, t, tg, b)
+	}
+}
+
+// backupClaim is the claim in each cluster's namespace its backups go to.
+const backupClaim = "backups"
+
+// takeBackup asks for a backup of tg onto a claim, and goes on at once:
+// the backup runs through whatever the next steps do.
+func takeBackup(ctx context.Context, tg *target) (string, error) {
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tg.key.Namespace, Name: backupClaim},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if err := k8sClient.Create(ctx, claim); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", err
+	}
+	name := fmt.Sprintf("backup-%d", len(tg.backups)+1)
+	b := &etcdv1alpha1.EtcdBackup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tg.key.Namespace, Name: name},
+		Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: tg.key.Name, Destination: etcdv1alpha1.BackupDestination{
+			Volume: &etcdv1alpha1.VolumeDestination{ClaimName: backupClaim, Path: "chaos"},
+		}},
+	}
+	asked := tg.hist.Now()
+	if err := k8sClient.Create(ctx, b); err != nil {
+		return "", err
+	}
+	tg.backups = append(tg.backups, backupTaken{name: name, asked: asked})
+	return "EtcdBackup " + name, nil
+}
+
+// checkBackup: a backup the campaign took succeeded, whatever happened
+// meanwhile, and its snapshot holds every put acknowledged before it was
+// asked for.
+func checkBackup(ctx context.Context, t *testing.T, tg *target, taken backupTaken) {
+	t.Helper()
+	b := &etcdv1alpha1.EtcdBackup{}
+	support.Eventually(t, 5*time.Minute, "backup "+taken.name+" of "+tg.name+" to end", func() error {
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: tg.key.Namespace, Name: taken.name}, b); err != nil {
+			return err
+		}
+		if b.Status.Phase != etcdv1alpha1.BackupSucceeded && b.Status.Phase != etcdv1alpha1.BackupFailed {
+			return fmt.Errorf("phase %s, conditions %v", b.Status.Phase, b.Status.Conditions)
+		}
+		return nil
+	})
+	if b.Status.Phase != etcdv1alpha1.BackupSucceeded {
+		t.Errorf("%s: backup %s failed: %v", tg.name, taken.name, b.Status.Conditions)
+		return
+	}
+	root, err := support.ClaimPath(ctx, k8sClient, tg.key.Namespace, backupClaim)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	keys, err := support.SnapshotKeys(filepath.Join(root, filepath.FromSlash(b.Status.Key)))
+	if err != nil {
+		t.Errorf("%s: backup %s: %v", tg.name, taken.name, err)
+		return
+	}
+	if lost := tg.hist.LostWritesBefore(keys, taken.asked); len(lost) > 0 {
+		t.Errorf("%s: backup %s (revision %d, from %s, attempt %d) lacks acknowledged writes: %v", tg.name, taken.name, b.Status.Revision, b.Status.Member, b.Status.Attempts, lost)
+	}
+	t.Logf("%s: backup %s holds every write acknowledged before it (revision %d from %s, attempt %d)", tg.name, taken.name, b.Status.Revision, b.Status.Member, b.Status.Attempts)
 }
 
 // step is one thing the campaign does to a cluster. A step that destroys
@@ -392,6 +472,7 @@ func pickStep(rng *rand.Rand, tg *target) step {
 		{name: "ask to defragment every member", do: request(etcdv1alpha1.AnnotationDefragment, func([]corev1.Pod) string { return etcdv1alpha1.DefragmentAll })},
 		{name: "ask to move the leader", do: request(etcdv1alpha1.AnnotationMoveLeader, func(pods []corev1.Pod) string { return pods[choice%len(pods)].Name })},
 		{name: "kill the operator", do: killOperator},
+		{name: "take a backup", do: takeBackup},
 		{name: "refuse new Pods for 20s", do: refusePods},
 	}
 	if tg.image != "" {

@@ -13,10 +13,7 @@ import (
 	"time"
 
 	"github.com/minio/minio-go/v7"
-	bolt "go.etcd.io/bbolt"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -71,37 +68,6 @@ func writeKeys(ctx context.Context, t *testing.T, cli *clientv3.Client, n int) (
 	return want, rev
 }
 
-// snapshotKeys reads the live keys of the snapshot file at path straight
-// from its database (the latest version of each key, tombstones dropped),
-// as a restored member would serve them.
-func snapshotKeys(t *testing.T, path string) map[string]string {
-	t.Helper()
-	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = db.Close() }()
-	got := map[string]string{}
-	err = db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket([]byte("key")).ForEach(func(k, v []byte) error {
-			var kv mvccpb.KeyValue
-			if err := proto.Unmarshal(v, &kv); err != nil {
-				return err
-			}
-			if len(k) > 17 && k[17] == 't' { // a tombstone
-				delete(got, string(kv.Key))
-				return nil
-			}
-			got[string(kv.Key)] = string(kv.Value)
-			return nil
-		})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return got
-}
-
 // assertSnapshotHolds checks the snapshot file at path: etcd's own hash,
 // the revision, and every key of want with its value.
 func assertSnapshotHolds(t *testing.T, path string, want map[string]string, rev int64) {
@@ -113,7 +79,10 @@ func assertSnapshotHolds(t *testing.T, path string, want map[string]string, rev 
 	if facts.Revision != rev {
 		t.Errorf("the stored snapshot is at revision %d, want %d", facts.Revision, rev)
 	}
-	got := snapshotKeys(t, path)
+	got, err := support.SnapshotKeys(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	missing, wrong := 0, 0
 	for k, v := range want {
 		switch g, ok := got[k]; {
@@ -383,17 +352,11 @@ func TestBackupRestoreVolume(t *testing.T) {
 	if b.Status.Phase != etcdv1alpha1.BackupSucceeded || b.Status.Revision != rev {
 		t.Fatalf("backup %s at revision %d (want %d): %+v", b.Status.Phase, b.Status.Revision, rev, b.Status.Conditions)
 	}
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+	root, err := support.ClaimPath(ctx, k8sClient, ns, claim.Name)
+	if err != nil {
 		t.Fatal(err)
 	}
-	pv := &corev1.PersistentVolume{}
-	if err := k8sClient.Get(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, pv); err != nil {
-		t.Fatal(err)
-	}
-	if pv.Spec.Local == nil {
-		t.Fatalf("the local cluster's volume %s has no local path", pv.Name)
-	}
-	path := filepath.Join(pv.Spec.Local.Path, "etcd", ns, "db", "onclaim.db")
+	path := filepath.Join(root, "etcd", ns, "db", "onclaim.db")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -488,15 +451,11 @@ func TestRestoreRefusesACorruptSnapshot(t *testing.T) {
 // recorded SHA-256 included, stays.
 func flipStoredByte(ctx context.Context, t *testing.T, bucket, key string) {
 	t.Helper()
-	claim := &corev1.PersistentVolumeClaim{}
-	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: support.S3Namespace, Name: "s3-data"}, claim); err != nil {
+	root, err := support.ClaimPath(ctx, k8sClient, support.S3Namespace, "s3-data")
+	if err != nil {
 		t.Fatal(err)
 	}
-	pv := &corev1.PersistentVolume{}
-	if err := k8sClient.Get(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, pv); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(pv.Spec.Local.Path, bucket, filepath.FromSlash(key))
+	path := filepath.Join(root, bucket, filepath.FromSlash(key))
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -49,6 +49,7 @@ const (
 	RemoveTen  Method = "RemoveTenant"
 	DelPrefix  Method = "DeletePrefix"
 	Snapshot   Method = "Snapshot"
+	Revision   Method = "Revision"
 	Close      Method = "Close"
 )
 
@@ -95,6 +96,8 @@ type Client struct {
 	compacted bool
 	// snapshot is what Snapshot streams (WithSnapshot).
 	snapshot []byte
+	// revision is what Revision returns (WithRevision).
+	revision int64
 }
 
 var _ etcd.Client = (*Client)(nil)
@@ -562,6 +565,24 @@ func (c *Client) DeletePrefix(ctx context.Context, prefix string) (int64, error)
 		}
 	}
 	return n, nil
+}
+
+// WithRevision sets the cluster's current revision.
+func (c *Client) WithRevision(rev int64) *Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.revision = rev
+	return c
+}
+
+// Revision returns the revision set by WithRevision.
+func (c *Client) Revision(ctx context.Context) (int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.begin(ctx, Call{Method: Revision}); err != nil {
+		return 0, err
+	}
+	return c.revision, nil
 }
 
 // WithSnapshot sets the bytes Snapshot streams from every endpoint.

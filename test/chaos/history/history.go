@@ -125,11 +125,17 @@ func (h *History) Linearizable(timeout time.Duration) porcupine.CheckResult {
 // faults stopped) is older than their last acknowledged put: values are
 // the writer's sequence numbers, so a later put has a larger one.
 func (h *History) LostWrites(final map[string]string) []string {
+	return h.LostWritesBefore(final, math.MaxInt64)
+}
+
+// LostWritesBefore is LostWrites for the puts acknowledged before before
+// (History.Now): what a snapshot whose taking began at before must hold.
+func (h *History) LostWritesBefore(final map[string]string, before int64) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	lastAcked := map[string]int{}
 	for _, o := range h.ops {
-		if o.Put && o.OK {
+		if o.Put && o.OK && o.Ret < before {
 			n, _ := strconv.Atoi(o.Value)
 			lastAcked[o.Key] = max(lastAcked[o.Key], n)
 		}
