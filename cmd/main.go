@@ -140,6 +140,14 @@ func main() {
 		os.Exit(1)
 	}
 
+	if err := (&controllers.BackupScheduleReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("etcd-operator-backup-schedule"),
+	}).SetupWithManager(mgr); err != nil {
+		setupLog.Error(err, "Unable to set up controller", "controller", "etcdbackupschedule")
+		os.Exit(1)
+	}
+
 	certManager := controllers.CertManagerInstalled(mgr.GetRESTMapper())
 	if !certManager {
 		setupLog.Info("The cert-manager API (cert-manager.io/v1) is not served: clusters with spec.security.tls.certManager wait until it is installed and the operator restarted")

@@ -1,7 +1,7 @@
 // Package v1alpha1 contains the v1alpha1 API of the etcd.aenix.io group: the
 // EtcdCluster resource that describes an etcd cluster run by the operator,
 // the EtcdTenant resource that shares one with a consumer, and the
-// EtcdBackup resource that takes a snapshot of one.
+// EtcdBackup and EtcdBackupSchedule resources that take snapshots of one.
 //
 // +kubebuilder:object:generate=true
 // +groupName=etcd.aenix.io
@@ -25,7 +25,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &EtcdCluster{}, &EtcdClusterList{}, &EtcdTenant{}, &EtcdTenantList{}, &EtcdBackup{}, &EtcdBackupList{})
+	s.AddKnownTypes(GroupVersion, &EtcdCluster{}, &EtcdClusterList{}, &EtcdTenant{}, &EtcdTenantList{}, &EtcdBackup{}, &EtcdBackupList{}, &EtcdBackupSchedule{}, &EtcdBackupScheduleList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

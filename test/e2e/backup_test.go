@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -584,4 +585,94 @@ func assertNoRunners(ctx context.Context, t *testing.T, ns, name string) {
 		}
 		return nil
 	})
+}
+
+// TestBackupScheduleKeep3 runs a schedule every minute with keepLast 3:
+// once five backups have been taken, exactly three remain, with exactly
+// their three objects in the bucket, each matching its backup's SHA-256.
+func TestBackupScheduleKeep3(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	s3, err := env.EnsureS3(ctx, backupBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](1)}}
+	if err := k8sClient.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	awaitReady(ctx, t, client.ObjectKeyFromObject(c), 1)
+	writeKeys(ctx, t, etcdClient(ctx, t, ns, c.Name), 100)
+	s := &etcdv1alpha1.EtcdBackupSchedule{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "minutely"},
+		Spec: etcdv1alpha1.EtcdBackupScheduleSpec{ClusterName: c.Name, Schedule: "* * * * *", Destination: s3Destination(ctx, t, s3, ns),
+			Retention: etcdv1alpha1.BackupRetention{KeepLast: ptr.To[int32](3)}},
+	}
+	if err := k8sClient.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	mc, err := s3.Client(s3.AccessKeyID, s3.SecretAccessKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "etcd/" + ns + "/db/"
+	seen := map[string]bool{}
+	support.Eventually(t, 9*time.Minute, "five scheduled backups, three kept with their objects", func() error {
+		list := &etcdv1alpha1.EtcdBackupList{}
+		if err := k8sClient.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{etcdv1alpha1.LabelBackupSchedule: s.Name}); err != nil {
+			return err
+		}
+		kept := map[string]string{} // object key -> SHA-256 of the backups kept
+		for _, b := range list.Items {
+			seen[b.Name] = true
+			if b.DeletionTimestamp.IsZero() && b.Status.Phase == etcdv1alpha1.BackupSucceeded {
+				kept[b.Status.Key] = b.Status.SHA256
+			}
+		}
+		if len(seen) < 5 {
+			return fmt.Errorf("%d backups taken so far", len(seen))
+		}
+		if len(list.Items) != 3 || len(kept) != 3 {
+			return fmt.Errorf("%d backups exist, %d of them Succeeded and not being deleted; want 3", len(list.Items), len(kept))
+		}
+		var objects []string
+		for o := range mc.ListObjects(ctx, backupBucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+			if o.Err != nil {
+				return o.Err
+			}
+			objects = append(objects, o.Key)
+		}
+		if len(objects) != 3 {
+			return fmt.Errorf("%d objects under %s: %v", len(objects), prefix, objects)
+		}
+		for _, key := range objects {
+			want, ok := kept[key]
+			if !ok {
+				return fmt.Errorf("object %s belongs to no backup kept", key)
+			}
+			obj, err := mc.GetObject(ctx, backupBucket, key, minio.GetObjectOptions{})
+			if err != nil {
+				return err
+			}
+			h := sha256.New()
+			_, err = io.Copy(h, obj)
+			_ = obj.Close()
+			if err != nil {
+				return err
+			}
+			if got := hex.EncodeToString(h.Sum(nil)); got != want {
+				return fmt.Errorf("object %s has SHA-256 %s, its backup says %s", key, got, want)
+			}
+		}
+		return nil
+	})
+	got := &etcdv1alpha1.EtcdBackupSchedule{}
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(s), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.LastSuccessfulTime == nil || got.Status.NextScheduleTime == nil || !meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1alpha1.ConditionScheduleReady) {
+		t.Errorf("schedule status %+v", got.Status)
+	}
+	t.Logf("%d backups taken, 3 kept", len(seen))
 }

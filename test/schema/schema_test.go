@@ -567,6 +567,27 @@ func TestBackupRules(t *testing.T) {
 	changed := backup("immutable", "{clusterName: other, destination: {s3: {endpoint: 'https://s3.example:9000', bucket: bkp, credentialsSecret: {name: s3}}}}")
 	changed.SetResourceVersion(obj.GetResourceVersion())
 	assertRejected(t, k8sClient.Update(ctx, changed, &client.UpdateOptions{FieldValidation: metav1.FieldValidationStrict}), "spec of an EtcdBackup cannot change")
+
+	schedule := func(name, spec string) *unstructured.Unstructured {
+		obj := clusterFromSpec(t, ns, name, spec)
+		obj.SetKind("EtcdBackupSchedule")
+		return obj
+	}
+	const daily = "{clusterName: db, schedule: '0 3 * * *', timeZone: Europe/Berlin, retention: {keepLast: 7, maxAge: 720h}, destination: {volume: {claimName: backups}}}"
+	if err := createStrict(ctx, schedule("daily", daily)); err != nil {
+		t.Errorf("%s was rejected: %v", daily, err)
+	}
+	if err := createStrict(ctx, schedule("hourly", "{clusterName: db, schedule: '@hourly', destination: {volume: {claimName: backups}}}")); err != nil {
+		t.Errorf("@hourly was rejected: %v", err)
+	}
+	assertRejected(t, createStrict(ctx, schedule(strings.Repeat("s", 48), daily)), "metadata.name must be at most 47 characters")
+	for i, tt := range []struct{ spec, want string }{
+		{"{clusterName: db, schedule: '0 3 * *', destination: {volume: {claimName: backups}}}", "spec.schedule needs five fields"},
+		{"{clusterName: db, schedule: '0 3 * * *', retention: {keepLast: 0}, destination: {volume: {claimName: backups}}}", "spec.retention.keepLast"},
+		{"{clusterName: db, schedule: '0 3 * * *', destination: {}}", "spec.destination: set exactly one of s3 and volume"},
+	} {
+		assertRejected(t, createStrict(ctx, schedule(fmt.Sprintf("invalid-%d", i), tt.spec)), tt.want)
+	}
 }
 
 // clusterFromSpec builds an EtcdCluster named name whose spec is the YAML
