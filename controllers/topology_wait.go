@@ -26,9 +26,11 @@ type waiting struct {
 // whatever the wait; the requeue only catches what no watch reports. With
 // a thousand clusters whose members never start, a fixed 2 s wait was 500
 // passes a second, and a spec change waited 25 s behind them in the queue.
-// Other steps (a learner etcd has not let be promoted yet) keep their wait.
+// A pass with nothing to do that looks again (lookAgain: a member not
+// ready yet) backs off the same way. Other steps (a learner etcd has not
+// let be promoted yet) keep their wait.
 func nextWait(prev waiting, step action, wait time.Duration, now time.Time) (time.Duration, waiting) {
-	if wait != waitRequeue || (step.kind != actWait && step.kind != actBlocked && step.kind != actRefuse) {
+	if wait != waitRequeue || (step.kind != actWait && step.kind != actBlocked && step.kind != actRefuse && step.kind != actNone) {
 		return wait, waiting{}
 	}
 	cur := waiting{kind: step.kind, member: step.member, since: now}

@@ -34,6 +34,8 @@ func TestNextWait(t *testing.T) {
 		{"a wait's end passed", waiting{actWait, "c-0", now.Add(-time.Hour)}, action{kind: actWait, member: "c-0", until: now.Add(-time.Second)}, waitRequeue, stepRequeue, now.Add(-time.Hour)},
 		{"a learner etcd does not promote yet keeps its wait", waiting{actPromote, "c-3", now.Add(-time.Minute)}, action{kind: actPromote, member: "c-3"}, waitRequeue, waitRequeue, time.Time{}},
 		{"a step", waiting{actWait, "c-0", now.Add(-time.Hour)}, action{kind: actCreatePod, member: "c-0"}, stepRequeue, stepRequeue, time.Time{}},
+		{"nothing to do, a member not ready for a minute (lookAgain)", waiting{actNone, "", now.Add(-time.Minute)}, action{kind: actNone}, waitRequeue, maxWaitRequeue, now.Add(-time.Minute)},
+		{"nothing to do and all ready: no requeue", waiting{}, action{kind: actNone}, 0, 0, time.Time{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -675,4 +676,94 @@ func TestBackupScheduleKeep3(t *testing.T) {
 		t.Errorf("schedule status %+v", got.Status)
 	}
 	t.Logf("%d backups taken, 3 kept", len(seen))
+}
+
+// TestBackupDuringRollAndReplacement takes a backup while the cluster
+// rolls to a new spec, and another while a member whose data was wiped is
+// replaced, with a writer running: both succeed, and each snapshot holds
+// every write acknowledged before the backup was asked for.
+func TestBackupDuringRollAndReplacement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3)}}
+	if err := k8sClient.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if err := k8sClient.Create(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	awaitReady(ctx, t, key, 3)
+	w := &writer{cli: etcdClient(ctx, t, ns, c.Name)}
+	wctx, stopWriter := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { w.run(wctx); close(done) }()
+	defer func() { stopWriter(); <-done }()
+	time.Sleep(3 * time.Second)
+
+	// ask creates a backup now and returns the writes acknowledged before.
+	ask := func(name string) []string {
+		t.Helper()
+		w.mu.Lock()
+		acked := slices.Clone(w.acked)
+		w.mu.Unlock()
+		b := &etcdv1alpha1.EtcdBackup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: c.Name, Destination: etcdv1alpha1.BackupDestination{
+				Volume: &etcdv1alpha1.VolumeDestination{ClaimName: claim.Name},
+			}},
+		}
+		if err := k8sClient.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		return acked
+	}
+
+	if err := k8sClient.Get(ctx, key, c); err != nil {
+		t.Fatal(err)
+	}
+	c.Spec.Options = map[string]string{"snapshot-count": "20000"}
+	if err := k8sClient.Update(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	wanted := map[string][]string{"during-roll": ask("during-roll")}
+	awaitRolled(ctx, t, key, 3)
+
+	harm(ctx, t, pickVictim(ctx, t, ns, c.Name, false), wipeData)
+	wanted["during-replacement"] = ask("during-replacement")
+	awaitReady(ctx, t, key, 3)
+
+	root, err := support.ClaimPath(ctx, k8sClient, ns, claim.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, acked := range wanted {
+		b := awaitBackup(ctx, t, client.ObjectKey{Namespace: ns, Name: name}, 4*time.Minute)
+		if b.Status.Phase != etcdv1alpha1.BackupSucceeded {
+			t.Errorf("backup %s: %s: %+v", name, b.Status.Phase, backupCondition(b))
+			continue
+		}
+		keys, err := support.SnapshotKeys(filepath.Join(root, filepath.FromSlash(b.Status.Key)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		missing := 0
+		for _, k := range acked {
+			if _, ok := keys[k]; !ok {
+				missing++
+			}
+		}
+		t.Logf("backup %s: revision %d from %s, attempt %d; %d writes acknowledged before it, %d missing", name, b.Status.Revision, b.Status.Member, b.Status.Attempts, len(acked), missing)
+		if missing > 0 || len(acked) == 0 {
+			t.Errorf("backup %s lacks %d of the %d writes acknowledged before it was asked for", name, missing, len(acked))
+		}
+	}
 }
