@@ -318,7 +318,7 @@ func (e containerExecutor) ExecInContainer(ctx context.Context, _, _, _ string, 
 	if err != nil {
 		return err
 	}
-	argv, err := img.Argv(cmd, nil)
+	argv, err := img.Argv(cmd, nil, mountPaths(&e.container.spec))
 	if err != nil {
 		return err
 	}

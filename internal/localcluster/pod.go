@@ -187,7 +187,8 @@ func (w *podWorker) startContainer(ctx context.Context, pod *corev1.Pod, c *cont
 	}
 	envMap := podenv.Map(env)
 	command, args := podenv.CommandLine(&c.spec, envMap)
-	argv, err := img.Argv(command, args)
+	volumes := mountPaths(&c.spec)
+	argv, err := img.Argv(command, args, volumes)
 	if err != nil {
 		c.setWaiting("RunContainerError", err.Error())
 		return
@@ -204,8 +205,11 @@ func (w *podWorker) startContainer(ctx context.Context, pod *corev1.Pod, c *cont
 		BinDir:   w.node.cfg.BinDir,
 		Mounts:   mounts,
 		Argv:     argv,
-		Env:      append(baseEnv(pod), env...),
+		Env:      mergeEnv(baseEnv(pod, len(img.Binaries) > 0), env),
 		WorkDir:  c.spec.WorkingDir,
+		// Linked whenever the image has binaries: a container's own PATH
+		// may name imageBinDir too.
+		ImageBinaries: img.Binaries,
 	}
 	c.markRestart()
 	if err := c.start(spec, w.dir); err != nil {
@@ -219,7 +223,7 @@ func (w *podWorker) startContainer(ctx context.Context, pod *corev1.Pod, c *cont
 	c.probeCancel = cancel
 	pid := c.pid
 	c.mu.Unlock()
-	target := probeTarget{podIP: w.net.ip, pid: pid, argv: func(cmd []string) ([]string, error) { return img.Argv(cmd, nil) }}
+	target := probeTarget{podIP: w.net.ip, pid: pid, argv: func(cmd []string) ([]string, error) { return img.Argv(cmd, nil, volumes) }}
 	go runProbes(probeCtx, &c.spec, target, func(kind probeKind, ok bool, msg string) {
 		w.onProbe(pod, c, kind, ok, msg)
 	})
@@ -301,12 +305,22 @@ func (w *podWorker) writeNetworkFiles(pod *corev1.Pod) error {
 	return nil
 }
 
+// defaultPath is the PATH of a container whose environment has none, as in
+// the images the local cluster plays (Docker's default).
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 // baseEnv is what every container's environment starts with: a PATH, its
 // hostname, and the kubernetes Service's address, which a kubelet always
-// adds and in-cluster clients need.
-func baseEnv(pod *corev1.Pod) []string {
+// adds and in-cluster clients need. With imageBinaries (the image has
+// binaries of its own, linked in imageBinDir) the PATH starts with
+// imageBinDir, so the container runs them by name as in the real image.
+func baseEnv(pod *corev1.Pod, imageBinaries bool) []string {
+	path := defaultPath
+	if imageBinaries {
+		path = imageBinDir + ":" + path
+	}
 	return []string{
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"PATH=" + path,
 		"HOSTNAME=" + podHostname(pod),
 		"HOME=/root",
 		"KUBERNETES_SERVICE_HOST=" + KubernetesServiceIP,
@@ -314,6 +328,38 @@ func baseEnv(pod *corev1.Pod) []string {
 		"KUBERNETES_SERVICE_PORT_HTTPS=443",
 		"KUBERNETES_PORT=tcp://" + KubernetesServiceIP + ":443",
 	}
+}
+
+// mergeEnv returns base with env on top, as a runtime puts a container's
+// environment over its image's: a variable of env replaces base's of the
+// same name in place (a container's own PATH wins), the others follow.
+// A process given a name twice would read the first in most programs.
+func mergeEnv(base, env []string) []string {
+	merged := append([]string(nil), base...)
+	index := make(map[string]int, len(merged))
+	for i, kv := range merged {
+		name, _, _ := strings.Cut(kv, "=")
+		index[name] = i
+	}
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if i, ok := index[name]; ok {
+			merged[i] = kv
+			continue
+		}
+		index[name] = len(merged)
+		merged = append(merged, kv)
+	}
+	return merged
+}
+
+// mountPaths returns where the container's volumes are mounted in it.
+func mountPaths(c *corev1.Container) []string {
+	paths := make([]string, 0, len(c.VolumeMounts))
+	for _, m := range c.VolumeMounts {
+		paths = append(paths, m.MountPath)
+	}
+	return paths
 }
 
 // podHostname is the pod's hostname: spec.hostname, or its name.

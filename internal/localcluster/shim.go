@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -15,6 +16,13 @@ import (
 // namespace, it builds the container's root, enters the pod's network
 // namespace and executes the container's command in its place.
 const ShimCommand = "shim"
+
+// imageBinDir is where a container finds its image's binaries by name, as
+// in the real image (etcdutl, for a program that execs it): a directory
+// of the container's root with one symlink per binary to its host path
+// (the binaries' directory is bound at its own path), which the node agent
+// puts first on the container's PATH.
+const imageBinDir = "/localcluster-image-bin"
 
 // shimSpec is what the shim needs to become a container.
 type shimSpec struct {
@@ -26,6 +34,9 @@ type shimSpec struct {
 	Argv     []string    `json:"argv"`
 	Env      []string    `json:"env"`
 	WorkDir  string      `json:"workDir"`
+	// ImageBinaries are the image's binaries, command name to host path,
+	// linked in imageBinDir.
+	ImageBinaries map[string]string `json:"imageBinaries,omitempty"`
 }
 
 // shimMount binds Source (a host path) at Target inside the container.
@@ -95,8 +106,8 @@ func RunShim(specPath string) error {
 // buildRoot assembles the container's root directory in a private tmpfs:
 // the host's program and library directories read-only, /dev (entry by
 // entry), /proc and /sys from the host, its own /tmp and /run, the
-// project's binaries, and the pod's volumes and termination log at their
-// paths.
+// project's binaries with the image's linked by name in imageBinDir, and
+// the pod's volumes and termination log at their paths.
 func buildRoot(spec shimSpec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("making mounts private: %w", err)
@@ -128,9 +139,32 @@ func buildRoot(spec shimSpec) error {
 			return err
 		}
 	}
+	if err := linkImageBinaries(filepath.Join(root, imageBinDir), spec.ImageBinaries); err != nil {
+		return err
+	}
 	for _, m := range spec.Mounts {
 		if err := bindMount(m.Source, filepath.Join(root, m.Target), m.ReadOnly); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// linkImageBinaries makes dir hold a symlink named after each of binaries
+// to its host path; with no binaries there is no dir.
+func linkImageBinaries(dir string, binaries map[string]string) error {
+	if len(binaries) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, target := range binaries {
+		if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
+			return fmt.Errorf("linking the image's binaries: %q is no command name", name)
+		}
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("linking the image's binaries: %w", err)
 		}
 	}
 	return nil

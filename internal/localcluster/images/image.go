@@ -38,21 +38,27 @@ type Image struct {
 	path string
 }
 
-// Argv returns the host argv of a container of the image, from its command
-// and args as podenv.CommandLine returns them, following the runtime's rules:
+// Argv returns the argv of a container of the image, from its command and
+// args as podenv.CommandLine returns them, following the runtime's rules:
 //
 //   - with a command: command, then args;
 //   - without one: Entrypoint, then args, or Cmd when args is empty too;
 //   - when that is empty (no Entrypoint, no Cmd, no args) it is an error.
 //
 // A command (or, without Entrypoint, the first arg) is a name in the
-// container: it is resolved by basename through Binaries, so "etcd" and
-// "/usr/local/bin/etcd" both run the etcd binary, and for HostCommands
-// images through the host's PATH. A name it cannot resolve is an error that
-// names it and the image. Entrypoint and Cmd are host paths already.
-func (i Image) Argv(command, args []string) ([]string, error) {
+// container. An absolute path in one of volumes, the paths at which the
+// container's volumes are mounted, is a file of that volume and runs as
+// is, at its path in the container (a program an init container copied
+// there, say), as a runtime runs it. Any other name is resolved by
+// basename through Binaries, so "etcd" and "/usr/local/bin/etcd" both run
+// the etcd binary, and for HostCommands images through the host's PATH. A
+// name it cannot resolve is an error that names it and the image.
+// Entrypoint and Cmd are host paths already. Host paths run as they are in
+// the container too: its root has the host's programs and the binaries'
+// directory at their host paths.
+func (i Image) Argv(command, args, volumes []string) ([]string, error) {
 	if len(command) > 0 {
-		exe, err := i.lookup(command[0])
+		exe, err := i.lookup(command[0], volumes)
 		if err != nil {
 			return nil, err
 		}
@@ -70,17 +76,28 @@ func (i Image) Argv(command, args []string) ([]string, error) {
 		}
 		return concat(i.Cmd), nil
 	}
-	exe, err := i.lookup(args[0])
+	exe, err := i.lookup(args[0], volumes)
 	if err != nil {
 		return nil, err
 	}
 	return concat([]string{exe}, args[1:]), nil
 }
 
-// lookup returns the host path of command name of the image.
-func (i Image) lookup(name string) (string, error) {
+// lookup returns the path that runs command name of a container of the
+// image whose volumes are mounted at volumes: name itself when it lies in
+// one of them, else a host path.
+func (i Image) lookup(name string, volumes []string) (string, error) {
 	if name == "" {
 		return "", fmt.Errorf("empty command name for image %q", i.Ref)
+	}
+	if inVolume(name, volumes) {
+		return name, nil
+	}
+	// An absolute path could have been a file of a volume: say it is in
+	// none.
+	notInVolume := ""
+	if path.IsAbs(name) {
+		notInVolume = ", nor in a volume of the container"
 	}
 	base := path.Base(name)
 	if p, ok := i.Binaries[base]; ok {
@@ -90,9 +107,29 @@ func (i Image) lookup(name string) (string, error) {
 		if p, ok := lookPath(base, i.path); ok {
 			return p, nil
 		}
-		return "", fmt.Errorf("command %q of image %q is not in the host's PATH", name, i.Ref)
+		return "", fmt.Errorf("command %q of image %q is not in the host's PATH%s", name, i.Ref, notInVolume)
 	}
-	return "", fmt.Errorf("command %q is not in image %q, which has %s in the local cluster", name, i.Ref, i.commands())
+	return "", fmt.Errorf("command %q is not in image %q, which has %s in the local cluster%s", name, i.Ref, i.commands(), notInVolume)
+}
+
+// inVolume reports whether name is an absolute path at or below one of
+// volumes (mount paths in the container), after cleaning: a file mounted
+// by subPath is at its mount path.
+func inVolume(name string, volumes []string) bool {
+	if !path.IsAbs(name) {
+		return false
+	}
+	name = path.Clean(name)
+	for _, v := range volumes {
+		if !path.IsAbs(v) {
+			continue
+		}
+		v = path.Clean(v)
+		if name == v || strings.HasPrefix(name, strings.TrimSuffix(v, "/")+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // commands lists the command names of the image for an error message.

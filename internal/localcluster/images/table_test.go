@@ -184,7 +184,7 @@ func TestNewTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	argv, err := img.Argv([]string{"sh", "-c", "true"}, nil)
+	argv, err := img.Argv([]string{"sh", "-c", "true"}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
