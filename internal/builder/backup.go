@@ -101,7 +101,7 @@ func destinationArgs(d etcdv1alpha1.BackupDestination, mount func(name, dir stri
 		return []string{"--volume-root=" + backupVolumeDir, "--volume-claim=" + v.ClaimName}
 	}
 	s := d.S3
-	args := []string{"--s3-endpoint=" + s.Endpoint, "--s3-bucket=" + s.Bucket, "--s3-region=" + s.Region, "--s3-addressing=" + s.Addressing, "--scratch-dir=" + backupScratchDir}
+	args := []string{"--s3-endpoint=" + s.Endpoint, "--s3-bucket=" + s.Bucket, "--s3-region=" + s.Region, "--s3-addressing=" + s.Addressing}
 	if s.CASecret != nil {
 		key := s.CASecret.Key
 		if key == "" {
@@ -110,15 +110,15 @@ func destinationArgs(d etcdv1alpha1.BackupDestination, mount func(name, dir stri
 		mount("s3-ca", backupS3CADir, corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: s.CASecret.Name, Items: []corev1.KeyToPath{{Key: key, Path: "ca.crt"}}}})
 		args = append(args, "--s3-ca-file="+path.Join(backupS3CADir, "ca.crt"))
 	}
-	switch {
-	case scratch > 0:
-		mount("scratch", backupScratchDir, corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: resource.NewQuantity(scratch, resource.BinarySI)}})
-	case scratch == 0:
-		mount("scratch", backupScratchDir, corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}})
-	default:
-		return args[:len(args)-1] // no scratch: a restore fetches into the data directory
+	if scratch < 0 {
+		return args // no scratch: a restore fetches into the data directory
 	}
-	return args
+	emptyDir := &corev1.EmptyDirVolumeSource{}
+	if scratch > 0 {
+		emptyDir.SizeLimit = resource.NewQuantity(scratch, resource.BinarySI)
+	}
+	mount("scratch", backupScratchDir, corev1.VolumeSource{EmptyDir: emptyDir})
+	return append(args, "--scratch-dir="+backupScratchDir)
 }
 
 // secretProjections projects each SecretKey to <secret's role>/<key>: the
