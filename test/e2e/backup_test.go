@@ -415,10 +415,13 @@ func TestRestoreRefusesACorruptSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := client.ObjectKeyFromObject(bad)
-	awaitCondition(ctx, t, key, 2*time.Minute, etcdv1alpha1.ConditionRestored, metav1.ConditionFalse, backup.ReasonChecksumMismatch)
+	awaitCondition(ctx, t, key, 2*time.Minute, etcdv1alpha1.ConditionRestored, metav1.ConditionFalse, "is damaged", "it is corrupted")
 	got := &etcdv1alpha1.EtcdCluster{}
 	if err := k8sClient.Get(ctx, key, got); err != nil {
 		t.Fatal(err)
+	}
+	if cond := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionRestored); cond.Reason != backup.ReasonChecksumMismatch {
+		t.Errorf("Restored reason %s, want %s", cond.Reason, backup.ReasonChecksumMismatch)
 	}
 	if got.Status.ClusterID != "" {
 		t.Errorf("a cluster formed from a tampered snapshot: %s", got.Status.ClusterID)
