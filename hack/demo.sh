@@ -41,5 +41,9 @@ operator installed from config/.
   $kubectl scale etcd simple --replicas=5
   $etcdctl --endpoints $endpoint endpoint status -w table --cluster
 
+Back it up and restore it into a new cluster (docs/backups.md): start the
+local S3 server, which prints the next steps, with
+  make localcluster-s3
+
 Stop everything and remove what the demo created:  make demo-down
 EOT

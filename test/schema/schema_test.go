@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -612,5 +613,40 @@ func assertRejected(t *testing.T, err error, want string) {
 	}
 	if !strings.Contains(err.Error(), want) {
 		t.Fatalf("rejected with:\n  %v\nwant the message to contain:\n  %s", err, want)
+	}
+}
+
+// TestOnlyClustersAnswerToEtcd: `kubectl get etcd simple` and `kubectl
+// scale etcd simple` name the EtcdCluster: no other kind may take the
+// short name or category etcd, which would make kubectl resolve "etcd" to
+// several resources and refuse a name.
+func TestOnlyClustersAnswerToEtcd(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("../../config/crd/bases/*.yaml")
+	if err != nil || len(files) < 4 {
+		t.Fatalf("CRDs %v, %v", files, err)
+	}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var crd struct {
+			Spec struct {
+				Names struct {
+					Kind       string   `json:"kind"`
+					ShortNames []string `json:"shortNames"`
+					Categories []string `json:"categories"`
+				} `json:"names"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal(data, &crd); err != nil {
+			t.Fatal(err)
+		}
+		n := crd.Spec.Names
+		claims := slices.Contains(n.ShortNames, "etcd") || slices.Contains(n.Categories, "etcd")
+		if claims != (n.Kind == "EtcdCluster") {
+			t.Errorf("%s: short names %v, categories %v: only EtcdCluster answers to etcd", n.Kind, n.ShortNames, n.Categories)
+		}
 	}
 }
