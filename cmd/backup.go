@@ -43,15 +43,8 @@ func backupMain(args []string) int {
 	fs.StringVar(&certFile, "cert-file", "", "Client certificate.")
 	fs.StringVar(&keyFile, "key-file", "", "Client certificate's key.")
 	fs.StringVar(&passwordFile, "password-file", "", "File holding root's password, when the cluster has one.")
-	fs.StringVar(&s3.Endpoint, "s3-endpoint", "", "S3 endpoint URL.")
-	fs.StringVar(&s3.Bucket, "s3-bucket", "", "S3 bucket.")
-	fs.StringVar(&s3.Region, "s3-region", "", "S3 region.")
-	fs.StringVar(&s3.Addressing, "s3-addressing", "Auto", "Auto, Path or VirtualHost.")
-	fs.StringVar(&s3.CAFile, "s3-ca-file", "", "PEM CAs trusted for the S3 endpoint besides the system's.")
 	fs.StringVar(&s3.ScratchDir, "scratch-dir", os.TempDir(), "Directory for the snapshot before upload.")
-	fs.StringVar(&volume.Root, "volume-root", "", "Where the destination claim is mounted.")
-	fs.StringVar(&volume.Claim, "volume-claim", "", "Name of the destination claim.")
-	fs.StringVar(&terminationLog, "termination-log", "/dev/termination-log", "Where the result is written.")
+	storeFlags(fs, &s3, &volume, &terminationLog)
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -74,6 +67,25 @@ func backupMain(args []string) int {
 		p.NewClient = etcd.New
 		return backup.Run(ctx, p)
 	}()
+	return report(res, terminationLog)
+}
+
+// storeFlags binds the flags that name where snapshots are, and where the
+// result goes: the same for every Pod of backups and restores.
+func storeFlags(fs *flag.FlagSet, s3 *backup.S3Config, volume *backup.VolumeConfig, terminationLog *string) {
+	fs.StringVar(&s3.Endpoint, "s3-endpoint", "", "S3 endpoint URL.")
+	fs.StringVar(&s3.Bucket, "s3-bucket", "", "S3 bucket.")
+	fs.StringVar(&s3.Region, "s3-region", "", "S3 region.")
+	fs.StringVar(&s3.Addressing, "s3-addressing", "Auto", "Auto, Path or VirtualHost.")
+	fs.StringVar(&s3.CAFile, "s3-ca-file", "", "PEM CAs trusted for the S3 endpoint besides the system's.")
+	fs.StringVar(&volume.Root, "volume-root", "", "Where the claim holding the snapshots is mounted.")
+	fs.StringVar(&volume.Claim, "volume-claim", "", "Name of the claim holding the snapshots.")
+	fs.StringVar(terminationLog, "termination-log", "/dev/termination-log", "Where the result is written.")
+}
+
+// report prints res and writes it as the container's termination
+// message; the exit code is 0 for a success.
+func report(res backup.Result, terminationLog string) int {
 	out, _ := json.Marshal(res)
 	fmt.Println(string(out))
 	if err := os.WriteFile(terminationLog, out, 0o644); err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -44,14 +43,7 @@ func restoreMain(args []string) int {
 	flags.StringVar(&p.Etcdutl, "etcdutl", "etcdutl", "etcdutl of the member's image.")
 	flags.BoolVar(&p.AuthEnabled, "auth-enabled", false, "Whether the new cluster has authentication on.")
 	flags.StringVar(&passwordFile, "password-file", "", "File holding the new cluster's root password.")
-	flags.StringVar(&s3.Endpoint, "s3-endpoint", "", "S3 endpoint URL.")
-	flags.StringVar(&s3.Bucket, "s3-bucket", "", "S3 bucket.")
-	flags.StringVar(&s3.Region, "s3-region", "", "S3 region.")
-	flags.StringVar(&s3.Addressing, "s3-addressing", "Auto", "Auto, Path or VirtualHost.")
-	flags.StringVar(&s3.CAFile, "s3-ca-file", "", "PEM CAs trusted for the S3 endpoint besides the system's.")
-	flags.StringVar(&volume.Root, "volume-root", "", "Where the source claim is mounted.")
-	flags.StringVar(&volume.Claim, "volume-claim", "", "Name of the source claim.")
-	flags.StringVar(&terminationLog, "termination-log", "/dev/termination-log", "Where the result is written.")
+	storeFlags(flags, &s3, &volume, &terminationLog)
 	if err := flags.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -79,15 +71,7 @@ func restoreMain(args []string) int {
 		}
 		return backup.Restore(ctx, p)
 	}()
-	out, _ := json.Marshal(res)
-	fmt.Println(string(out))
-	if err := os.WriteFile(terminationLog, out, 0o644); err != nil {
-		fmt.Fprintf(os.Stderr, "writing the result to %s: %v\n", terminationLog, err)
-	}
-	if !res.Succeeded() {
-		return 1
-	}
-	return 0
+	return report(res, terminationLog)
 }
 
 // installSelf copies the running binary to path, executable.

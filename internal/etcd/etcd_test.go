@@ -466,19 +466,7 @@ func startCluster(t *testing.T, version string, n int, args ...string) *cluster 
 // start starts one member; it is killed when the test ends.
 func (tc *cluster) start(t *testing.T, name, peerURL, clientURL, state, initialCluster string) *process {
 	t.Helper()
-	dir := t.TempDir()
-	p := &process{name: name, peerURL: peerURL, clientURL: clientURL, log: filepath.Join(dir, "etcd.log"), done: make(chan struct{})}
-	logFile, err := os.Create(p.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = exec.Command(tc.bin, append([]string{
-		"--name=" + name,
-		"--data-dir=" + filepath.Join(dir, "data"),
-		"--listen-peer-urls=" + peerURL,
-		"--initial-advertise-peer-urls=" + peerURL,
-		"--listen-client-urls=" + clientURL,
-		"--advertise-client-urls=" + clientURL,
+	return tc.launch(t, name, peerURL, clientURL, filepath.Join(t.TempDir(), "data"), append([]string{
 		"--initial-cluster=" + initialCluster,
 		"--initial-cluster-state=" + state,
 		"--initial-cluster-token=" + tc.token,
@@ -487,6 +475,31 @@ func (tc *cluster) start(t *testing.T, name, peerURL, clientURL, state, initialC
 		"--heartbeat-interval=50",
 		"--election-timeout=500",
 	}, tc.args...)...)
+}
+
+// startIn starts one member on an existing data directory.
+func (tc *cluster) startIn(t *testing.T, name, peerURL, clientURL, dataDir string) *process {
+	t.Helper()
+	return tc.launch(t, name, peerURL, clientURL, dataDir, "--initial-cluster="+name+"="+peerURL, "--initial-cluster-token="+tc.token)
+}
+
+// launch runs etcd as member name with data in dataDir and args; it is
+// killed when the test ends.
+func (tc *cluster) launch(t *testing.T, name, peerURL, clientURL, dataDir string, args ...string) *process {
+	t.Helper()
+	p := &process{name: name, peerURL: peerURL, clientURL: clientURL, log: filepath.Join(t.TempDir(), "etcd.log"), done: make(chan struct{})}
+	logFile, err := os.Create(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(tc.bin, append([]string{
+		"--name=" + name,
+		"--data-dir=" + dataDir,
+		"--listen-peer-urls=" + peerURL,
+		"--initial-advertise-peer-urls=" + peerURL,
+		"--listen-client-urls=" + clientURL,
+		"--advertise-client-urls=" + clientURL,
+	}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start etcd %s: %v", name, err)
@@ -933,35 +946,4 @@ func TestRestoreFromSnapshot(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(params.DataDir, "member")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a damaged snapshot left member/: %v", err)
 	}
-}
-
-// startIn starts one member on an existing data directory.
-func (tc *cluster) startIn(t *testing.T, name, peerURL, clientURL, dataDir string) *process {
-	t.Helper()
-	p := &process{name: name, peerURL: peerURL, clientURL: clientURL, log: filepath.Join(t.TempDir(), "etcd.log"), done: make(chan struct{})}
-	logFile, err := os.Create(p.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = exec.Command(tc.bin, "--name="+name, "--data-dir="+dataDir,
-		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
-		"--listen-client-urls="+clientURL, "--advertise-client-urls="+clientURL,
-		"--initial-cluster="+name+"="+peerURL, "--initial-cluster-token="+tc.token)
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		_ = logFile.Close()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.stop(t)
-		if t.Failed() {
-			t.Logf("log of etcd %s:\n%s", name, p.logTail())
-		}
-	})
-	tc.members = append(tc.members, p)
-	return p
 }

@@ -323,20 +323,8 @@ func TestBackupRestoreVolume(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3)}}
-	if err := k8sClient.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
-	}
-	if err := k8sClient.Create(ctx, claim); err != nil {
-		t.Fatal(err)
-	}
+	c := createPlainCluster(ctx, t, ns, 3)
+	claim := createBackupClaim(ctx, t, ns)
 	key := client.ObjectKeyFromObject(c)
 	awaitReady(ctx, t, key, 3)
 	want, rev := writeKeys(ctx, t, etcdClient(ctx, t, ns, c.Name), 2000)
@@ -391,10 +379,7 @@ func TestRestoreRefusesACorruptSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](1)}}
-	if err := k8sClient.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	c := createPlainCluster(ctx, t, ns, 1)
 	awaitReady(ctx, t, client.ObjectKeyFromObject(c), 1)
 	writeKeys(ctx, t, etcdClient(ctx, t, ns, c.Name), 200)
 	b := &etcdv1alpha1.EtcdBackup{
@@ -491,10 +476,7 @@ func TestBackupBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](1)}}
-	if err := k8sClient.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	c := createPlainCluster(ctx, t, ns, 1)
 	awaitReady(ctx, t, client.ObjectKeyFromObject(c), 1)
 	good := s3Destination(ctx, t, s3, ns)
 	if err := support.CreateS3CredentialsSecret(ctx, env.Client, ns, "wrong-keys", s3.AccessKeyID, "not-the-secret"); err != nil {
@@ -555,6 +537,33 @@ func TestBackupBadInput(t *testing.T) {
 	}
 }
 
+// createPlainCluster creates the EtcdCluster db of replicas members in ns,
+// without TLS or authentication, and does not wait.
+func createPlainCluster(ctx context.Context, t *testing.T, ns string, replicas int32) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To(replicas)}}
+	if err := k8sClient.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// createBackupClaim creates the 1Gi claim backups in ns.
+func createBackupClaim(ctx context.Context, t *testing.T, ns string) *corev1.PersistentVolumeClaim {
+	t.Helper()
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if err := k8sClient.Create(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	return claim
+}
+
 // etcdLeaderName is the name of the member that leads.
 func etcdLeaderName(ctx context.Context, t *testing.T, cli *clientv3.Client) string {
 	t.Helper()
@@ -602,10 +611,7 @@ func TestBackupScheduleKeep3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](1)}}
-	if err := k8sClient.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	c := createPlainCluster(ctx, t, ns, 1)
 	awaitReady(ctx, t, client.ObjectKeyFromObject(c), 1)
 	writeKeys(ctx, t, etcdClient(ctx, t, ns, c.Name), 100)
 	s := &etcdv1alpha1.EtcdBackupSchedule{
@@ -689,20 +695,8 @@ func TestBackupDuringRollAndReplacement(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
-	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3)}}
-	if err := k8sClient.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
-	}
-	if err := k8sClient.Create(ctx, claim); err != nil {
-		t.Fatal(err)
-	}
+	c := createPlainCluster(ctx, t, ns, 3)
+	claim := createBackupClaim(ctx, t, ns)
 	key := client.ObjectKeyFromObject(c)
 	awaitReady(ctx, t, key, 3)
 	w := &writer{cli: etcdClient(ctx, t, ns, c.Name)}
