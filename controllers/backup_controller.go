@@ -104,29 +104,28 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 		return ctrl.Result{}, r.deleteRunners(ctx, b, "")
 	}
 
-	// The attempt in flight: the status's, or the next one when the
-	// operator stopped between creating its Pod and writing the status.
+	// The attempt in flight is the status's: an attempt is recorded
+	// (conflict-checked) before its Pod is created, so two passes, one of
+	// them on a stale cache, never start two Pods for one backup.
 	n := b.Status.Attempts
-	pod, err := r.runnerPod(ctx, b, n+1)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if pod != nil {
-		n++
-	} else if n > 0 {
-		if pod, err = r.runnerPod(ctx, b, n); err != nil {
+	if n > 0 {
+		pod, err := r.runnerPod(ctx, b, n)
+		if err != nil {
 			return ctrl.Result{}, err
 		}
+		if pod != nil {
+			return r.follow(ctx, b, n, pod)
+		}
 	}
-	if pod != nil {
-		return r.follow(ctx, b, n, pod)
+	if b.Status.Phase == etcdv1alpha1.BackupRunning && n > 0 {
+		// Recorded, but its Pod is not there: the operator stopped before
+		// creating it, or the cache has not seen it yet.
+		return r.startRunner(ctx, b, n)
 	}
-
 	if next := b.Status.NextAttemptTime; b.Status.Phase == etcdv1alpha1.BackupRetrying && next != nil && r.now().Before(next.Time) {
 		return ctrl.Result{RequeueAfter: next.Sub(r.now())}, nil
 	}
-	runner, cond := r.prepare(ctx, b, n+1)
-	if runner == nil {
+	if runner, cond := r.prepare(ctx, b, n+1); runner == nil {
 		status := b.Status.DeepCopy()
 		if status.Phase == "" {
 			status.Phase = etcdv1alpha1.BackupPending
@@ -134,17 +133,44 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 		meta.SetStatusCondition(&status.Conditions, cond)
 		return ctrl.Result{RequeueAfter: backupPendingRecheck}, r.writeBackupStatus(ctx, b, status)
 	}
-	if err := r.Create(ctx, runner); err != nil && !apierrors.IsAlreadyExists(err) {
-		return ctrl.Result{}, fmt.Errorf("creating the runner Pod %s: %w", runner.Name, err)
-	}
-	r.event(b, corev1.EventTypeNormal, eventBackupStarted, "Attempt %d started in Pod %s", n+1, runner.Name)
 	status := b.Status.DeepCopy()
 	status.Attempts, status.Phase, status.NextAttemptTime = n+1, etcdv1alpha1.BackupRunning, nil
 	if status.StartTime == nil {
 		status.StartTime = &metav1.Time{Time: r.now()}
 	}
-	meta.SetStatusCondition(&status.Conditions, runningCondition(n+1, runner.Name))
-	return ctrl.Result{RequeueAfter: time.Duration(b.TimeoutSeconds())*time.Second + backupDeadlineGrace}, r.writeBackupStatus(ctx, b, status)
+	meta.SetStatusCondition(&status.Conditions, runningCondition(n+1, builder.BackupPodName(b, n+1)))
+	b.Status = *status
+	if err := r.Status().Update(ctx, b); err != nil {
+		return ctrl.Result{}, err // a conflict: another pass, or a stale cache
+	}
+	return r.startRunner(ctx, b, n+1)
+}
+
+// startRunner creates the Pod of attempt n, recorded in b's status. A Pod
+// of that name that b does not own (a member named like it) is refused.
+func (r *BackupReconciler) startRunner(ctx context.Context, b *etcdv1alpha1.EtcdBackup, n int32) (ctrl.Result, error) {
+	runner, cond := r.prepare(ctx, b, n)
+	if runner == nil {
+		status := b.Status.DeepCopy()
+		meta.SetStatusCondition(&status.Conditions, cond)
+		return ctrl.Result{RequeueAfter: backupPendingRecheck}, r.writeBackupStatus(ctx, b, status)
+	}
+	err := r.Create(ctx, runner)
+	if apierrors.IsAlreadyExists(err) {
+		existing, err := r.ownPod(ctx, b, runner.Name)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if existing == nil {
+			return ctrl.Result{}, fmt.Errorf("a Pod %s that is not this backup's exists: delete it or rename the backup", runner.Name)
+		}
+		return ctrl.Result{RequeueAfter: backupPendingRecheck}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("creating the runner Pod %s: %w", runner.Name, err)
+	}
+	r.event(b, corev1.EventTypeNormal, eventBackupStarted, "Attempt %d started in Pod %s", n, runner.Name)
+	return ctrl.Result{RequeueAfter: time.Duration(b.TimeoutSeconds())*time.Second + backupDeadlineGrace}, nil
 }
 
 func runningCondition(n int32, pod string) metav1.Condition {
@@ -170,6 +196,9 @@ func (r *BackupReconciler) follow(ctx context.Context, b *etcdv1alpha1.EtcdBacku
 	}
 	now := metav1.Time{Time: r.now()}
 	var wait time.Duration
+	// Said once the status holds the result: a pass that fails to write it
+	// reads the same Pod again and must not count it twice.
+	var eventType, reason, message, result string
 	switch {
 	case res.Succeeded():
 		status.Phase, status.CompletionTime, status.NextAttemptTime = etcdv1alpha1.BackupSucceeded, &now, nil
@@ -178,25 +207,27 @@ func (r *BackupReconciler) follow(ctx context.Context, b *etcdv1alpha1.EtcdBacku
 		status.Member, status.ClusterID, status.EtcdVersion = res.Member, res.ClusterID, res.Version
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: etcdv1alpha1.ConditionBackupSucceeded, Status: metav1.ConditionTrue, Reason: backup.ReasonVerified,
 			Message: fmt.Sprintf("revision %d from member %s, %d bytes, sha256 %s, stored at %s and read back", res.Revision, res.Member, res.Size, res.SHA256, status.Location)})
-		r.event(b, corev1.EventTypeNormal, eventBackupSucceeded, "Revision %d from member %s, %d bytes, at %s", res.Revision, res.Member, res.Size, status.Location)
-		backupAttempts.WithLabelValues(b.Namespace, b.Spec.ClusterName, "succeeded").Inc()
+		eventType, reason, result = corev1.EventTypeNormal, eventBackupSucceeded, "succeeded"
+		message = fmt.Sprintf("Revision %d from member %s, %d bytes, at %s", res.Revision, res.Member, res.Size, status.Location)
 	case n > b.BackoffLimitOrDefault():
 		status.Phase, status.CompletionTime, status.NextAttemptTime = etcdv1alpha1.BackupFailed, &now, nil
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: etcdv1alpha1.ConditionBackupSucceeded, Status: metav1.ConditionFalse, Reason: res.Reason,
 			Message: fmt.Sprintf("gave up after %d attempts; the last: %s", n, res.Message)})
-		r.event(b, corev1.EventTypeWarning, eventBackupGaveUp, "Gave up after %d attempts: %s", n, res.Message)
-		backupAttempts.WithLabelValues(b.Namespace, b.Spec.ClusterName, "failed").Inc()
+		eventType, reason, result = corev1.EventTypeWarning, eventBackupGaveUp, "failed"
+		message = fmt.Sprintf("Gave up after %d attempts: %s", n, res.Message)
 	default:
 		wait = min(backupRetryBase<<(n-1), backupRetryMax)
 		status.Phase, status.NextAttemptTime = etcdv1alpha1.BackupRetrying, &metav1.Time{Time: now.Add(wait)}
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: etcdv1alpha1.ConditionBackupSucceeded, Status: metav1.ConditionUnknown, Reason: res.Reason,
 			Message: fmt.Sprintf("attempt %d failed, attempt %d starts in %s: %s", n, n+1, wait.Round(time.Second), res.Message)})
-		r.event(b, corev1.EventTypeWarning, eventBackupFailed, "Attempt %d failed: %s", n, res.Message)
-		backupAttempts.WithLabelValues(b.Namespace, b.Spec.ClusterName, "failed").Inc()
+		eventType, reason, result = corev1.EventTypeWarning, eventBackupFailed, "failed"
+		message = fmt.Sprintf("Attempt %d failed: %s", n, res.Message)
 	}
 	if err := r.writeBackupStatus(ctx, b, status); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.event(b, eventType, reason, "%s", message)
+	backupAttempts.WithLabelValues(b.Namespace, b.Spec.ClusterName, result).Inc()
 	if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, err
 	}
@@ -376,8 +407,18 @@ func (r *BackupReconciler) finalize(ctx context.Context, b *etcdv1alpha1.EtcdBac
 	}
 	name := builder.DeleteBackupPodName(b)
 	if b.Spec.DeletionPolicy == etcdv1alpha1.BackupDelete && b.Status.Attempts > 0 {
-		if err := r.deleteRunners(ctx, b, name); err != nil {
+		// A cluster that has not formed yet may be restoring it.
+		protected, err := restoreSources(ctx, r.Client, b.Namespace)
+		if err != nil {
 			return ctrl.Result{}, err
+		}
+		if protected[b.Name] {
+			r.event(b, corev1.EventTypeWarning, reasonDeleteFailed, "The snapshot is kept while a cluster being restored from it has not formed")
+			return ctrl.Result{RequeueAfter: backupPendingRecheck}, nil
+		}
+		// No runner may store after the removal looked: they go first.
+		if left, err := r.runnersLeft(ctx, b, name); err != nil || left {
+			return ctrl.Result{RequeueAfter: time.Second}, err
 		}
 		pod, err := r.ownPod(ctx, b, name)
 		if err != nil {
@@ -387,7 +428,14 @@ func (r *BackupReconciler) finalize(ctx context.Context, b *etcdv1alpha1.EtcdBac
 			if r.Image == "" {
 				return ctrl.Result{RequeueAfter: backupPendingRecheck}, nil
 			}
-			if err := r.Create(ctx, builder.DeleteBackupPod(b, r.Image)); err != nil && !apierrors.IsAlreadyExists(err) {
+			err := r.Create(ctx, builder.DeleteBackupPod(b, r.Image))
+			switch {
+			case apierrors.IsForbidden(err) && namespaceTerminating(err):
+				// Nothing can run here any more: let the backup go, and
+				// say where its snapshot stays.
+				r.event(b, corev1.EventTypeWarning, reasonDeleteFailed, "The namespace is being deleted, so nothing can remove the snapshot: it stays at %s", snapshotLocation(b))
+				return ctrl.Result{}, r.dropFinalizer(ctx, b)
+			case err != nil && !apierrors.IsAlreadyExists(err):
 				return ctrl.Result{}, err
 			}
 			return ctrl.Result{RequeueAfter: backupPendingRecheck}, nil
@@ -402,8 +450,36 @@ func (r *BackupReconciler) finalize(ctx context.Context, b *etcdv1alpha1.EtcdBac
 		}
 		r.event(b, corev1.EventTypeNormal, eventBackupSnapshotGone, "Removed the snapshot %s", snapshotLocation(b))
 	}
+	return ctrl.Result{}, r.dropFinalizer(ctx, b)
+}
+
+func (r *BackupReconciler) dropFinalizer(ctx context.Context, b *etcdv1alpha1.EtcdBackup) error {
 	controllerutil.RemoveFinalizer(b, etcdv1alpha1.FinalizerBackup)
-	return ctrl.Result{}, r.Update(ctx, b)
+	return r.Update(ctx, b)
+}
+
+// runnersLeft deletes b's runner Pods (all but keep) and tells whether
+// any is still there.
+func (r *BackupReconciler) runnersLeft(ctx context.Context, b *etcdv1alpha1.EtcdBackup, keep string) (bool, error) {
+	if err := r.deleteRunners(ctx, b, keep); err != nil {
+		return true, err
+	}
+	pods := &corev1.PodList{}
+	if err := r.Pods.List(ctx, pods, client.InNamespace(b.Namespace), client.MatchingLabels{builder.LabelBackup: b.Name}); err != nil {
+		return true, err
+	}
+	for _, p := range pods.Items {
+		if p.Name != keep && metav1.IsControlledBy(&p, b) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// namespaceTerminating tells whether a refusal to create is the API
+// server's "namespace is being terminated".
+func namespaceTerminating(err error) bool {
+	return apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
 }
 
 func (r *BackupReconciler) writeBackupStatus(ctx context.Context, b *etcdv1alpha1.EtcdBackup, status *etcdv1alpha1.EtcdBackupStatus) error {

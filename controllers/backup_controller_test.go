@@ -151,7 +151,7 @@ func TestBackupAttempts(t *testing.T) {
 	if c := condition(got); got.Status.Phase != etcdv1alpha1.BackupPending || c.Reason != reasonSecretNotFound || !strings.HasPrefix(c.Message, "spec.destination.s3.credentialsSecret.name: Secret s3 not found") || got.Status.Attempts != 0 {
 		t.Fatalf("without the Secret: phase %s, attempts %d, condition %+v", got.Status.Phase, got.Status.Attempts, c)
 	}
-	if f.pod("nightly-1") != nil {
+	if f.pod("nightly-attempt-1") != nil {
 		t.Fatal("a runner started without its Secret")
 	}
 	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "s3"}, Data: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("a"), "AWS_SECRET_ACCESS_KEY": []byte("s")}})
@@ -161,9 +161,9 @@ func TestBackupAttempts(t *testing.T) {
 	if got.Status.Phase != etcdv1alpha1.BackupRunning || got.Status.Attempts != 1 || got.Status.StartTime == nil {
 		t.Fatalf("after the Secret: %+v", got.Status)
 	}
-	runner := f.pod("nightly-1")
+	runner := f.pod("nightly-attempt-1")
 	if runner == nil {
-		t.Fatal("no runner Pod nightly-1")
+		t.Fatal("no runner Pod nightly-attempt-1")
 	}
 	if _, ok := runner.Labels[etcdv1alpha1.LabelCluster]; ok {
 		t.Error("the runner carries the cluster label, which the cluster's Services and PodDisruptionBudget select")
@@ -179,12 +179,12 @@ func TestBackupAttempts(t *testing.T) {
 	}
 
 	// Another pass while it runs changes nothing.
-	if _, again := f.pass(b); again.Status.Attempts != 1 || f.pod("nightly-2") != nil {
+	if _, again := f.pass(b); again.Status.Attempts != 1 || f.pod("nightly-attempt-2") != nil {
 		t.Fatalf("a pass while attempt 1 runs: %+v", again.Status)
 	}
 
 	// Attempt 1 fails: Retrying, its Pod gone, attempt 2 after 10s.
-	f.finish("nightly-1", 1, resultJSON(t, backup.Result{Reason: backup.ReasonEndpointFailed, Key: "etcd/" + f.ns + "/db/nightly.db", Message: "spec.destination.s3.endpoint: connection refused"}))
+	f.finish("nightly-attempt-1", 1, resultJSON(t, backup.Result{Reason: backup.ReasonEndpointFailed, Key: "etcd/" + f.ns + "/db/nightly.db", Message: "spec.destination.s3.endpoint: connection refused"}))
 	res, got := f.pass(b)
 	if c := condition(got); got.Status.Phase != etcdv1alpha1.BackupRetrying || c.Reason != backup.ReasonEndpointFailed || !strings.Contains(c.Message, "connection refused") {
 		t.Fatalf("after a failed attempt: %+v", got.Status)
@@ -192,26 +192,26 @@ func TestBackupAttempts(t *testing.T) {
 	if res.RequeueAfter != 10*time.Second || got.Status.NextAttemptTime == nil {
 		t.Errorf("requeue after %s, next attempt %v; want 10s", res.RequeueAfter, got.Status.NextAttemptTime)
 	}
-	if f.pod("nightly-1") != nil {
+	if f.pod("nightly-attempt-1") != nil {
 		t.Error("the failed runner's Pod is left")
 	}
-	if _, early := f.pass(b); early.Status.Attempts != 1 || f.pod("nightly-2") != nil {
+	if _, early := f.pass(b); early.Status.Attempts != 1 || f.pod("nightly-attempt-2") != nil {
 		t.Fatal("attempt 2 started before its back-off")
 	}
 	f.now = f.now.Add(11 * time.Second)
-	if _, got = f.pass(b); got.Status.Attempts != 2 || f.pod("nightly-2") == nil {
+	if _, got = f.pass(b); got.Status.Attempts != 2 || f.pod("nightly-attempt-2") == nil {
 		t.Fatalf("attempt 2 did not start after its back-off: %+v", got.Status)
 	}
 
 	// Attempt 2 succeeds.
 	ok := backup.Result{Reason: backup.ReasonVerified, Key: "etcd/" + f.ns + "/db/nightly.db", Facts: backup.Facts{Size: 4128, SHA256: "ab12", Revision: 77}, Member: "db-0", ClusterID: "c1", Version: "3.6.16"}
-	f.finish("nightly-2", 0, resultJSON(t, ok))
+	f.finish("nightly-attempt-2", 0, resultJSON(t, ok))
 	_, got = f.pass(b)
 	s := got.Status
 	if s.Phase != etcdv1alpha1.BackupSucceeded || s.Revision != 77 || s.Size != 4128 || s.SHA256 != "ab12" || s.Location != "s3://bkp/etcd/"+f.ns+"/db/nightly.db" || s.CompletionTime == nil || condition(got).Status != metav1.ConditionTrue {
 		t.Fatalf("after a successful attempt: %+v", s)
 	}
-	if f.pod("nightly-2") != nil {
+	if f.pod("nightly-attempt-2") != nil {
 		t.Error("the successful runner's Pod is left")
 	}
 }
@@ -241,7 +241,7 @@ func TestBackupRefusesResultsItCannotTrust(t *testing.T) {
 			if message == "" {
 				message = resultJSON(t, backup.Result{Reason: backup.ReasonVerified, Key: b.SnapshotKey(), Facts: backup.Facts{Size: 1, SHA256: "x", Revision: 1}})
 			}
-			f.finish(tc.name+"-1", tc.exitCode, message)
+			f.finish(tc.name+"-attempt-1", tc.exitCode, message)
 			_, got := f.pass(b)
 			if c := condition(got); got.Status.Phase != etcdv1alpha1.BackupFailed || c.Status != metav1.ConditionFalse || c.Reason != reasonRunnerFailed {
 				t.Fatalf("phase %s, condition %+v; want Failed, %s", got.Status.Phase, c, reasonRunnerFailed)
@@ -253,28 +253,28 @@ func TestBackupRefusesResultsItCannotTrust(t *testing.T) {
 	}
 }
 
-// TestBackupAdoptsTheRunnerOfAnUnrecordedAttempt: the operator stopped
-// after creating attempt 1's Pod and before writing the status. The next
-// pass follows that Pod instead of starting another.
-func TestBackupAdoptsTheRunnerOfAnUnrecordedAttempt(t *testing.T) {
+// TestBackupStartsTheRunnerOfARecordedAttempt: the operator stopped
+// after recording attempt 1 and before creating its Pod. The next passes
+// create that attempt's Pod, once, and start no other attempt.
+func TestBackupStartsTheRunnerOfARecordedAttempt(t *testing.T) {
 	f := newBackupFixture(t)
 	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "s3"}, Data: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("a"), "AWS_SECRET_ACCESS_KEY": []byte("s")}})
 	b := f.s3Backup("crash", 4)
-	c := &etcdv1alpha1.EtcdCluster{}
-	if err := k8sClient.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "db"}, c); err != nil {
+	b.Status.Attempts, b.Status.Phase = 1, etcdv1alpha1.BackupRunning
+	if err := k8sClient.Status().Update(f.ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	f.create(builder.BackupRunnerPod(b, c, f.r.Image, 1, []string{"http://db-0:2379"}, 0))
-	_, got := f.pass(b)
-	if got.Status.Attempts != 1 || got.Status.Phase != etcdv1alpha1.BackupRunning {
-		t.Fatalf("status %+v; want attempt 1 Running", got.Status)
+	for range 2 {
+		if _, got := f.pass(b); got.Status.Attempts != 1 || got.Status.Phase != etcdv1alpha1.BackupRunning {
+			t.Fatalf("status %+v; want attempt 1 Running", got.Status)
+		}
 	}
 	pods := &corev1.PodList{}
 	if err := k8sClient.List(f.ctx, pods, client.InNamespace(f.ns), client.MatchingLabels{builder.LabelBackup: "crash"}); err != nil {
 		t.Fatal(err)
 	}
-	if names := podListNames(pods); !slices.Equal(names, []string{"crash-1"}) {
-		t.Errorf("runner Pods %v; want only crash-1", names)
+	if names := podListNames(pods); !slices.Equal(names, []string{"crash-attempt-1"}) {
+		t.Errorf("runner Pods %v; want only crash-attempt-1", names)
 	}
 }
 

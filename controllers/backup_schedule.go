@@ -44,7 +44,8 @@ func dueRun(sched cron.Schedule, last, now time.Time) (due, next time.Time) {
 	if earliest := now.Add(-catchUpWindow); from.Before(earliest) {
 		from = earliest
 	}
-	for t := sched.Next(from); !t.After(now); t = sched.Next(t) {
+	// A schedule that never fires (30 February) has zero times.
+	for t := sched.Next(from); !t.IsZero() && !t.After(now); t = sched.Next(t) {
 		due = t
 	}
 	return due, sched.Next(now)

@@ -67,7 +67,7 @@ func (r *BackupScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err := r.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{etcdv1alpha1.LabelBackupSchedule: s.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
-	active := ""
+	active, pending := "", ""
 	status.LastSuccessfulTime, status.LastBackup = nil, ""
 	for _, b := range list.Items {
 		switch b.Status.Phase {
@@ -76,6 +76,10 @@ func (r *BackupScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 				status.LastSuccessfulTime, status.LastBackup = &metav1.Time{Time: completion(b)}, b.Name
 			}
 		case etcdv1alpha1.BackupFailed:
+		case etcdv1alpha1.BackupPending, "":
+			if b.DeletionTimestamp.IsZero() {
+				pending = b.Name
+			}
 		default:
 			if b.DeletionTimestamp.IsZero() {
 				active = b.Name
@@ -98,13 +102,26 @@ func (r *BackupScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	case apierrors.IsNotFound(clusterErr):
 		ready.Status, ready.Reason = metav1.ConditionFalse, reasonClusterNotFound
 		ready.Message = fmt.Sprintf("spec.clusterName: EtcdCluster %s not found in namespace %s: no backup is taken until it exists", s.Spec.ClusterName, s.Namespace)
-	case due.IsZero():
-	case s.Spec.Suspend:
-		status.LastScheduleTime = &metav1.Time{Time: due}
+	case next.IsZero():
+		ready.Status, ready.Reason = metav1.ConditionFalse, reasonInvalidSchedule
+		ready.Message = fmt.Sprintf("spec.schedule: %q never fires (no such date): give a date that exists", s.Spec.Schedule)
+	case due.IsZero(), s.Spec.Suspend:
+		// Nothing due, or suspended: a run missed while suspended is made
+		// up once the schedule resumes (lastScheduleTime stays).
 	case active != "" && active != scheduledBackupName(s, due):
 		status.LastScheduleTime = &metav1.Time{Time: due}
 		r.event(s, corev1.EventTypeNormal, eventBackupSkipped, "Skipped the backup of %s: backup %s still runs", due.UTC().Format(time.RFC3339), active)
 	default:
+		// A backup that never started (it waits for a Secret, say) gives
+		// way to the next run rather than hold the schedule up.
+		if pending != "" && pending != scheduledBackupName(s, due) {
+			old := &etcdv1alpha1.EtcdBackup{}
+			old.Namespace, old.Name = s.Namespace, pending
+			if err := r.Delete(ctx, old); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, err
+			}
+			r.event(s, corev1.EventTypeWarning, eventBackupSkipped, "Deleted backup %s, which never started (see its conditions), for the run of %s", pending, due.UTC().Format(time.RFC3339))
+		}
 		b := r.scheduledBackup(s, due)
 		if err := r.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
 			return ctrl.Result{}, fmt.Errorf("creating backup %s: %w", b.Name, err)
@@ -113,6 +130,9 @@ func (r *BackupScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		}
 		status.LastScheduleTime, active = &metav1.Time{Time: due}, b.Name
 	}
+	if active == "" {
+		active = pending
+	}
 	if ready.Status == metav1.ConditionTrue {
 		ready.Message = fmt.Sprintf("next backup at %s", next.UTC().Format(time.RFC3339))
 		if s.Spec.Suspend {
@@ -120,7 +140,10 @@ func (r *BackupScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		}
 	}
 	meta.SetStatusCondition(&status.Conditions, ready)
-	status.ActiveBackup, status.NextScheduleTime = active, &metav1.Time{Time: next}
+	status.ActiveBackup, status.NextScheduleTime = active, nil
+	if !next.IsZero() {
+		status.NextScheduleTime = &metav1.Time{Time: next}
+	}
 
 	protected, err := restoreSources(ctx, r.Client, s.Namespace)
 	if err != nil {
@@ -136,6 +159,9 @@ func (r *BackupScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	}
 	if err := r.writeStatus(ctx, s, status); err != nil {
 		return ctrl.Result{}, err
+	}
+	if next.IsZero() {
+		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{RequeueAfter: max(time.Second, next.Sub(now))}, nil
 }

@@ -34,6 +34,7 @@ func TestDueRun(t *testing.T) {
 		{"missed runs: only the latest", "*/5 * * * *", "", "2026-12-02T10:00:00Z", "2026-12-02T10:27:00Z", "2026-12-02T10:25:00Z", "2026-12-02T10:30:00Z"},
 		{"down for a week: within a day", "@hourly", "", "2026-11-20T10:00:00Z", "2026-12-02T10:30:00Z", "2026-12-02T10:00:00Z", "2026-12-02T11:00:00Z"},
 		{"a time zone", "0 2 * * *", "Europe/Berlin", "2026-12-01T02:00:00+01:00", "2026-12-02T01:30:00Z", "2026-12-02T01:00:00Z", "2026-12-03T01:00:00Z"},
+		{"never fires", "0 0 30 2 *", "", "2026-12-01T00:00:00Z", "2026-12-02T00:00:00Z", "", "0001-01-01T00:00:00Z"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &etcdv1alpha1.EtcdBackupSchedule{Spec: etcdv1alpha1.EtcdBackupScheduleSpec{Schedule: tc.schedule}}
@@ -167,11 +168,31 @@ func TestBackupScheduleRuns(t *testing.T) {
 	if got.Status.ActiveBackup != first || !meta.IsStatusConditionTrue(got.Status.Conditions, etcdv1alpha1.ConditionScheduleReady) {
 		t.Errorf("status %+v", got.Status)
 	}
-	// The next minute while the first still runs: skipped.
+	// The next minute while the first still waits to start (Pending): it
+	// gives way to the new run.
 	f.now = f.now.Add(time.Minute)
 	pass()
-	if bs := backups(); len(bs) != 1 {
-		t.Fatalf("a second backup started while the first ran: %d", len(bs))
+	bs := backups()
+	if len(bs) != 1 || bs[0].Name == first {
+		t.Fatalf("a Pending backup did not give way to the next run: %v", bs)
+	}
+	// The next minute while that one runs: skipped.
+	setPhase := func(name, phase string) {
+		t.Helper()
+		b := &etcdv1alpha1.EtcdBackup{}
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name}, b); err != nil {
+			t.Fatal(err)
+		}
+		b.Status.Phase = phase
+		if err := k8sClient.Status().Update(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setPhase(bs[0].Name, etcdv1alpha1.BackupRunning)
+	f.now = f.now.Add(time.Minute)
+	pass()
+	if again := backups(); len(again) != 1 || again[0].Name != bs[0].Name {
+		t.Fatalf("a second backup started while the first ran: %v", again)
 	}
 	// Four more minutes, each backup succeeding before the next.
 	for range 4 {
@@ -181,7 +202,7 @@ func TestBackupScheduleRuns(t *testing.T) {
 	}
 	finish(backups()[len(backups())-1].Name, etcdv1alpha1.BackupSucceeded)
 	got = pass()
-	bs := backups()
+	bs = backups()
 	var names []string
 	for _, b := range bs {
 		names = append(names, b.Name)

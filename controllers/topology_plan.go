@@ -639,7 +639,9 @@ func planWithoutEtcd(o observed) action {
 			lost, etcdv1alpha1.AnnotationStartEmpty, lost)}
 	}
 	if founding(o) {
-		if c.Spec.Bootstrap != nil && c.Spec.Bootstrap.Restore != nil && o.restore == nil {
+		// Only a cluster that never formed restores: one started empty in
+		// the place of a lost one (AnnotationStartEmpty) does not.
+		if c.Spec.Bootstrap != nil && c.Spec.Bootstrap.Restore != nil && c.Status.ClusterID == "" && o.restore == nil {
 			if p := o.restoreProblem; p != nil {
 				return action{kind: actRefuse, refusal: p.reason, reason: p.message}
 			}

@@ -67,8 +67,9 @@ type EtcdBackupSpec struct {
 	DeletionPolicy string `json:"deletionPolicy,omitempty"`
 
 	// timeout bounds one attempt, from its start to the snapshot read back
-	// from the destination. Defaults to 30m.
+	// from the destination. Defaults to 30m; at least 1m.
 	//
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="spec.timeout must be at least 1m: an attempt starts a Pod, streams the snapshot and reads it back"
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Timeout"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
@@ -299,7 +300,7 @@ type EtcdBackupStatus struct {
 // +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.size`
 // +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.status.location`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 56",message="metadata.name must be at most 56 characters: the Pods that take the snapshot are named <name>-<attempt>"
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="metadata.name must be at most 52 characters: the Pods that take the snapshot are named <name>-attempt-<n>, at most 63 characters"
 // +operator-sdk:csv:customresourcedefinitions:displayName="etcd Backup",resources={{Pod,v1},{Secret,v1},{PersistentVolumeClaim,v1}}
 type EtcdBackup struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -131,7 +131,7 @@ type EtcdBackupScheduleStatus struct {
 // +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
 // +kubebuilder:printcolumn:name="Last Success",type=date,JSONPath=`.status.lastSuccessfulTime`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 47",message="metadata.name must be at most 47 characters: its backups are named <name>-<scheduled time in Unix minutes>"
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 43",message="metadata.name must be at most 43 characters: its backups are named <name>-<scheduled time in Unix minutes>, at most 52 characters"
 // +operator-sdk:csv:customresourcedefinitions:displayName="etcd Backup Schedule",resources={{EtcdBackup,v1alpha1}}
 type EtcdBackupSchedule struct {
 	metav1.TypeMeta   `json:",inline"`

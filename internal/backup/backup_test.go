@@ -140,6 +140,7 @@ func TestSnapshotSources(t *testing.T) {
 		{"ties by name", []etcd.Member{member("b", false), member("a", false), member("c", false)},
 			[]*etcd.Status{status(2, 3, 5), status(1, 3, 5), status(3, 3, 5)}, "a,b"},
 		{"the only member, which leads", []etcd.Member{member("a", false)}, []*etcd.Status{status(1, 1, 5)}, "a"},
+		{"the only voter, which leads, and a learner joining", []etcd.Member{member("a", false), member("l", true)}, []*etcd.Status{status(1, 1, 5), status(2, 1, 1)}, "a"},
 		{"a leader alone among silent followers is no source", []etcd.Member{member("a", false), member("b", false), member("c", false)},
 			[]*etcd.Status{status(1, 1, 9), nil, nil}, ""},
 		{"learners never, nor members without a leader", []etcd.Member{member("a", false), member("b", false), member("l", true)},

@@ -181,12 +181,18 @@ func chooseSources(ctx context.Context, cli etcd.Client) ([]source, error) {
 // snapshotSources orders the members a snapshot may come from: voting
 // followers that answered (statuses[i] is members[i]'s, nil when it did
 // not answer), the most applied index first; the leader only when it is
-// the only member, so a backup never loads the member every write goes
+// the only voter, so a backup never loads the member every write goes
 // through; learners never (they may lag).
 func snapshotSources(members []etcd.Member, statuses []*etcd.Status) []source {
 	type candidate struct {
 		source
 		applied uint64
+	}
+	voters := 0
+	for _, m := range members {
+		if !m.IsLearner {
+			voters++
+		}
 	}
 	var out []candidate
 	for i, m := range members {
@@ -197,7 +203,7 @@ func snapshotSources(members []etcd.Member, statuses []*etcd.Status) []source {
 		if s == nil || s.IsLearner || s.Leader == 0 {
 			continue
 		}
-		if s.Leader == s.MemberID && len(members) > 1 {
+		if s.Leader == s.MemberID && voters > 1 {
 			continue
 		}
 		out = append(out, candidate{source: source{name: m.Name, endpoint: s.Endpoint, version: s.Version}, applied: s.RaftAppliedIndex})

@@ -132,7 +132,8 @@ func SnapshotRevision(path string) (int64, error) {
 	defer func() { _ = db.Close() }()
 	var rev int64
 	err = db.View(func(tx *bolt.Tx) error {
-		if tx.Bucket([]byte("meta")) == nil {
+		meta := tx.Bucket([]byte("meta"))
+		if meta == nil {
 			return fmt.Errorf("the snapshot's database has no meta bucket: it is not an etcd database")
 		}
 		b := tx.Bucket([]byte("key"))
@@ -147,6 +148,11 @@ func SnapshotRevision(path string) (int64, error) {
 			return fmt.Errorf("the snapshot's last revision key %x is too short", k)
 		default:
 			rev = int64(binary.BigEndian.Uint64(k[:8]))
+		}
+		// A compaction that dropped the last revisions' tombstones leaves
+		// the store at its revision, as etcd reads it back at start.
+		if c := meta.Get([]byte("finishedCompactRev")); len(c) >= 8 {
+			rev = max(rev, int64(binary.BigEndian.Uint64(c[:8])))
 		}
 		return nil
 	})

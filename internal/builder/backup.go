@@ -27,10 +27,10 @@ const (
 	backupVolumeDir   = "/backup"
 )
 
-// BackupPodName is the name of attempt n (from 1) of backup b's runner;
-// DeleteBackupPodName of the Pod that removes its snapshot.
+// BackupPodName is the name of attempt n (from 1) of backup b's runner:
+// <backup>-attempt-<n>, which no member Pod (<cluster>-<n>) can take.
 func BackupPodName(b *etcdv1alpha1.EtcdBackup, n int32) string {
-	return b.Name + "-" + strconv.Itoa(int(n))
+	return b.Name + "-attempt-" + strconv.Itoa(int(n))
 }
 
 // DeleteBackupPodName is the name of the Pod that removes b's snapshot.
@@ -241,12 +241,21 @@ func WithRestore(pod *corev1.Pod, c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.E
 	data := corev1.VolumeMount{Name: DataVolumeName, MountPath: DataDir}
 	pod.Spec.Volumes = append(pod.Spec.Volumes, append(volumes, tools)...)
 	env := backupPod(b, "", "", nil, nil, nil).Spec.Containers[0].Env
+	// The etcd container's security context, so the restored files are
+	// owned as etcd runs and a restricted namespace admits the Pod.
+	var sc *corev1.SecurityContext
+	for _, ctr := range pod.Spec.Containers {
+		if ctr.Name == EtcdContainerName && ctr.SecurityContext != nil {
+			sc = ctr.SecurityContext.DeepCopy()
+		}
+	}
 	pod.Spec.InitContainers = append(pod.Spec.InitContainers,
 		corev1.Container{
 			Name: RestoreToolsContainer, Image: image,
 			Command:                  []string{"/manager", "restore", "install", "--to=" + restoreBinary},
 			VolumeMounts:             []corev1.VolumeMount{toolsMount},
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			SecurityContext:          sc,
 		},
 		corev1.Container{
 			Name: RestoreContainer, Image: EtcdImage(c),
@@ -255,6 +264,7 @@ func WithRestore(pod *corev1.Pod, c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.E
 			Env:                      env,
 			VolumeMounts:             append([]corev1.VolumeMount{data, toolsMount}, mounts...),
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			SecurityContext:          sc.DeepCopy(),
 		})
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}

@@ -545,7 +545,7 @@ func TestBackupRules(t *testing.T) {
 			t.Errorf("%s was rejected: %v", spec, err)
 		}
 	}
-	assertRejected(t, createStrict(ctx, backup(strings.Repeat("b", 57), s3)), "metadata.name must be at most 56 characters")
+	assertRejected(t, createStrict(ctx, backup(strings.Repeat("b", 53), s3)), "metadata.name must be at most 52 characters")
 	for i, tt := range []struct{ spec, want string }{
 		{"{clusterName: db, destination: {}}", "spec.destination: set exactly one of s3 and volume"},
 		{"{clusterName: db, destination: {volume: {claimName: c}, s3: {endpoint: 'https://s3', bucket: bkp, credentialsSecret: {name: s3}}}}", "spec.destination: set exactly one of s3 and volume"},
@@ -581,7 +581,7 @@ func TestBackupRules(t *testing.T) {
 	if err := createStrict(ctx, schedule("hourly", "{clusterName: db, schedule: '@hourly', destination: {volume: {claimName: backups}}}")); err != nil {
 		t.Errorf("@hourly was rejected: %v", err)
 	}
-	assertRejected(t, createStrict(ctx, schedule(strings.Repeat("s", 48), daily)), "metadata.name must be at most 47 characters")
+	assertRejected(t, createStrict(ctx, schedule(strings.Repeat("s", 44), daily)), "metadata.name must be at most 43 characters")
 	for i, tt := range []struct{ spec, want string }{
 		{"{clusterName: db, schedule: '0 3 * *', destination: {volume: {claimName: backups}}}", "spec.schedule needs five fields"},
 		{"{clusterName: db, schedule: '0 3 * * *', retention: {keepLast: 0}, destination: {volume: {claimName: backups}}}", "spec.retention.keepLast"},
