@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -200,6 +202,72 @@ func (c *container) signal(sig syscall.Signal) error {
 		return fmt.Errorf("container %s is not running", c.spec.Name)
 	}
 	return syscall.Kill(-c.pid, sig)
+}
+
+// awaitStopped returns once every thread of the container's process group
+// is stopped. SIGSTOP is only queued when kill returns: a thread running on
+// the other core keeps running until it next enters the kernel, so a pause
+// is not a pause until the threads say so.
+func (c *container) awaitStopped(ctx context.Context) error {
+	c.mu.Lock()
+	pgid := c.pid
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for {
+		running, err := runningThread(pgid)
+		if err != nil {
+			return err
+		}
+		if running == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("container %s was sent SIGSTOP but %s has not stopped", c.spec.Name, running)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// runningThread names a thread of process group pgid that is not stopped
+// ("pid 12 thread 14 in state R"), or returns "" when all are.
+func runningThread(pgid int) (string, error) {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return "", err
+	}
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		if g, err := syscall.Getpgid(pid); err != nil || g != pgid {
+			continue
+		}
+		tasks, err := os.ReadDir(filepath.Join("/proc", p.Name(), "task"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		for _, task := range tasks {
+			stat, err := os.ReadFile(filepath.Join("/proc", p.Name(), "task", task.Name(), "stat"))
+			if err != nil {
+				continue
+			}
+			// The state follows the command name, which is in
+			// parentheses and may hold anything.
+			fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+			if len(fields) == 0 {
+				continue
+			}
+			switch fields[0] {
+			case "T", "t", "Z", "X":
+			default:
+				return fmt.Sprintf("pid %d thread %s in state %s", pid, task.Name(), fields[0]), nil
+			}
+		}
+	}
+	return "", nil
 }
 
 // stop ends the process: SIGTERM, then SIGKILL after grace. reason is what

@@ -92,7 +92,13 @@ func (c *Cluster) inject(ctx context.Context, f Fault) error {
 			return err
 		}
 		sig := map[string]syscall.Signal{FaultKill: syscall.SIGKILL, FaultPause: syscall.SIGSTOP, FaultResume: syscall.SIGCONT}[f.Action]
-		return ctr.signal(sig)
+		if err := ctr.signal(sig); err != nil {
+			return err
+		}
+		if f.Action == FaultPause {
+			return ctr.awaitStopped(ctx)
+		}
+		return nil
 	case FaultThrottle, FaultUnthrottle:
 		ctr, err := w.findContainer(f.Container)
 		if err != nil {

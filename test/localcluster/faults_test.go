@@ -46,6 +46,23 @@ func restarts(ctx context.Context, ns, name string) (int32, error) {
 	return p.Status.ContainerStatuses[0].RestartCount, nil
 }
 
+// podsAt names every pod whose status gives it address ip, with its node:
+// one address answering for two pods is a leak of the agents' addressing.
+func podsAt(ctx context.Context, t *testing.T, ip string) string {
+	t.Helper()
+	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var at []string
+	for _, p := range pods.Items {
+		if p.Status.PodIP == ip {
+			at = append(at, p.Namespace+"/"+p.Name+" on "+p.Spec.NodeName+" ("+string(p.Status.Phase)+")")
+		}
+	}
+	return strings.Join(at, ", ")
+}
+
 func inject(ctx context.Context, t *testing.T, f localcluster.Fault) {
 	t.Helper()
 	if err := faults.Inject(ctx, f); err != nil {
@@ -77,7 +94,7 @@ func TestFaultKillPauseCut(t *testing.T) {
 	f.Action = localcluster.FaultPause
 	inject(ctx, t, f)
 	if err := etcdHealthy(ip); err == nil {
-		t.Fatal("a paused etcd answered")
+		t.Fatalf("a paused etcd answered at %s; pods with that address: %s", ip, podsAt(ctx, t, ip))
 	}
 	f.Action = localcluster.FaultResume
 	inject(ctx, t, f)
@@ -88,7 +105,7 @@ func TestFaultKillPauseCut(t *testing.T) {
 	f.Action = localcluster.FaultCut
 	inject(ctx, t, f)
 	if err := etcdHealthy(ip); err == nil {
-		t.Fatal("a pod cut off the network answered")
+		t.Fatalf("a pod cut off the network answered at %s; pods with that address: %s", ip, podsAt(ctx, t, ip))
 	}
 	f.Action = localcluster.FaultHeal
 	inject(ctx, t, f)
