@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -100,15 +101,22 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 			return ctrl.Result{}, err
 		}
 	}
-	if b.Status.Phase == etcdv1alpha1.BackupSucceeded || b.Status.Phase == etcdv1alpha1.BackupFailed {
+	// A failed attempt's Pod stays, ended, for `kubectl logs`, until the
+	// backup succeeds; a backup that gave up keeps its last one.
+	switch b.Status.Phase {
+	case etcdv1alpha1.BackupSucceeded:
 		return ctrl.Result{}, r.deleteRunners(ctx, b, "")
+	case etcdv1alpha1.BackupFailed:
+		return ctrl.Result{}, r.deleteRunners(ctx, b, builder.BackupPodName(b, b.Status.Attempts))
 	}
 
 	// The attempt in flight is the status's: an attempt is recorded
 	// (conflict-checked) before its Pod is created, so two passes, one of
-	// them on a stale cache, never start two Pods for one backup.
+	// them on a stale cache, never start two Pods for one backup. Only a
+	// Running attempt's Pod is followed: a Retrying backup's status holds
+	// the result of its last Pod already.
 	n := b.Status.Attempts
-	if n > 0 {
+	if n > 0 && b.Status.Phase == etcdv1alpha1.BackupRunning {
 		pod, err := r.runnerPod(ctx, b, n)
 		if err != nil {
 			return ctrl.Result{}, err
@@ -120,18 +128,18 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 	if b.Status.Phase == etcdv1alpha1.BackupRunning && n > 0 {
 		// Recorded, but its Pod is not there: the operator stopped before
 		// creating it, or the cache has not seen it yet.
-		return r.startRunner(ctx, b, n)
+		runner, cond := r.prepare(ctx, b, n)
+		if runner == nil {
+			return r.pending(ctx, b, cond)
+		}
+		return r.startRunner(ctx, b, n, runner)
 	}
 	if next := b.Status.NextAttemptTime; b.Status.Phase == etcdv1alpha1.BackupRetrying && next != nil && r.now().Before(next.Time) {
 		return ctrl.Result{RequeueAfter: next.Sub(r.now())}, nil
 	}
-	if runner, cond := r.prepare(ctx, b, n+1); runner == nil {
-		status := b.Status.DeepCopy()
-		if status.Phase == "" {
-			status.Phase = etcdv1alpha1.BackupPending
-		}
-		meta.SetStatusCondition(&status.Conditions, cond)
-		return ctrl.Result{RequeueAfter: backupPendingRecheck}, r.writeBackupStatus(ctx, b, status)
+	runner, cond := r.prepare(ctx, b, n+1)
+	if runner == nil {
+		return r.pending(ctx, b, cond)
 	}
 	status := b.Status.DeepCopy()
 	status.Attempts, status.Phase, status.NextAttemptTime = n+1, etcdv1alpha1.BackupRunning, nil
@@ -143,18 +151,24 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 	if err := r.Status().Update(ctx, b); err != nil {
 		return ctrl.Result{}, err // a conflict: another pass, or a stale cache
 	}
-	return r.startRunner(ctx, b, n+1)
+	return r.startRunner(ctx, b, n+1, runner)
 }
 
-// startRunner creates the Pod of attempt n, recorded in b's status. A Pod
-// of that name that b does not own (a member named like it) is refused.
-func (r *BackupReconciler) startRunner(ctx context.Context, b *etcdv1alpha1.EtcdBackup, n int32) (ctrl.Result, error) {
-	runner, cond := r.prepare(ctx, b, n)
-	if runner == nil {
-		status := b.Status.DeepCopy()
-		meta.SetStatusCondition(&status.Conditions, cond)
-		return ctrl.Result{RequeueAfter: backupPendingRecheck}, r.writeBackupStatus(ctx, b, status)
+// pending says, in cond, what the next attempt waits for; a backup that
+// never started is Pending.
+func (r *BackupReconciler) pending(ctx context.Context, b *etcdv1alpha1.EtcdBackup, cond metav1.Condition) (ctrl.Result, error) {
+	status := b.Status.DeepCopy()
+	if status.Phase == "" {
+		status.Phase = etcdv1alpha1.BackupPending
 	}
+	meta.SetStatusCondition(&status.Conditions, cond)
+	return ctrl.Result{RequeueAfter: backupPendingRecheck}, r.writeBackupStatus(ctx, b, status)
+}
+
+// startRunner creates runner, the Pod of attempt n, recorded in b's
+// status. A Pod of that name that b does not own (a member named like it)
+// is refused.
+func (r *BackupReconciler) startRunner(ctx context.Context, b *etcdv1alpha1.EtcdBackup, n int32, runner *corev1.Pod) (ctrl.Result, error) {
 	err := r.Create(ctx, runner)
 	if apierrors.IsAlreadyExists(err) {
 		existing, err := r.ownPod(ctx, b, runner.Name)
@@ -180,7 +194,8 @@ func runningCondition(n int32, pod string) metav1.Condition {
 
 // follow looks at the runner Pod of attempt n: while it runs, the backup
 // is Running; once it ended, its result goes into the status, and only
-// then is the Pod deleted (a crash in between reads the same Pod again).
+// then is a successful Pod deleted (a crash in between reads the same Pod
+// again). A failed one stays for its log.
 func (r *BackupReconciler) follow(ctx context.Context, b *etcdv1alpha1.EtcdBackup, n int32, pod *corev1.Pod) (ctrl.Result, error) {
 	status := b.Status.DeepCopy()
 	status.Attempts = max(status.Attempts, n)
@@ -203,7 +218,7 @@ func (r *BackupReconciler) follow(ctx context.Context, b *etcdv1alpha1.EtcdBacku
 	case res.Succeeded():
 		status.Phase, status.CompletionTime, status.NextAttemptTime = etcdv1alpha1.BackupSucceeded, &now, nil
 		status.Key, status.Size, status.SHA256, status.Revision = res.Key, res.Size, res.SHA256, res.Revision
-		status.Location = snapshotLocation(b)
+		status.Location = res.Location
 		status.Member, status.ClusterID, status.EtcdVersion = res.Member, res.ClusterID, res.Version
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: etcdv1alpha1.ConditionBackupSucceeded, Status: metav1.ConditionTrue, Reason: backup.ReasonVerified,
 			Message: fmt.Sprintf("revision %d from member %s, %d bytes, sha256 %s, stored at %s and read back", res.Revision, res.Member, res.Size, res.SHA256, status.Location)})
@@ -214,22 +229,25 @@ func (r *BackupReconciler) follow(ctx context.Context, b *etcdv1alpha1.EtcdBacku
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: etcdv1alpha1.ConditionBackupSucceeded, Status: metav1.ConditionFalse, Reason: res.Reason,
 			Message: fmt.Sprintf("gave up after %d attempts; the last: %s", n, res.Message)})
 		eventType, reason, result = corev1.EventTypeWarning, eventBackupGaveUp, "failed"
-		message = fmt.Sprintf("Gave up after %d attempts: %s", n, res.Message)
+		message = fmt.Sprintf("Gave up after %d attempts: %s (kubectl logs %s)", n, res.Message, pod.Name)
 	default:
 		wait = min(backupRetryBase<<(n-1), backupRetryMax)
 		status.Phase, status.NextAttemptTime = etcdv1alpha1.BackupRetrying, &metav1.Time{Time: now.Add(wait)}
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: etcdv1alpha1.ConditionBackupSucceeded, Status: metav1.ConditionUnknown, Reason: res.Reason,
 			Message: fmt.Sprintf("attempt %d failed, attempt %d starts in %s: %s", n, n+1, wait.Round(time.Second), res.Message)})
 		eventType, reason, result = corev1.EventTypeWarning, eventBackupFailed, "failed"
-		message = fmt.Sprintf("Attempt %d failed: %s", n, res.Message)
+		message = fmt.Sprintf("Attempt %d failed: %s (kubectl logs %s)", n, res.Message, pod.Name)
 	}
 	if err := r.writeBackupStatus(ctx, b, status); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.event(b, eventType, reason, "%s", message)
 	backupAttempts.WithLabelValues(b.Namespace, b.Spec.ClusterName, result).Inc()
-	if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
-		return ctrl.Result{}, err
+	// A Pod past its deadline may still run: it goes too.
+	if finished := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed; res.Succeeded() || !finished {
+		if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	return ctrl.Result{RequeueAfter: wait}, nil
 }
@@ -249,14 +267,20 @@ func runnerResult(b *etcdv1alpha1.EtcdBackup, pod *corev1.Pod, now time.Time) (b
 		}
 	}
 	ended := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || term != nil
+	// Each Pod runs to its own deadline: spec.timeout for an attempt, a
+	// fixed one for the removal of the snapshot.
+	limit, what := b.TimeoutSeconds(), "spec.timeout: the attempt"
+	if pod.Name == builder.DeleteBackupPodName(b) {
+		limit, what = builder.DeleteBackupTimeout, "the removal of the snapshot"
+	}
 	if !ended {
-		if now.After(pod.CreationTimestamp.Add(time.Duration(b.TimeoutSeconds())*time.Second + backupDeadlineGrace)) {
-			return failed(reasonBackupTimeout, "spec.timeout: the attempt did not end within %ds (Pod %s is %s)", b.TimeoutSeconds(), pod.Name, pod.Status.Phase), true
+		if now.After(pod.CreationTimestamp.Add(time.Duration(limit)*time.Second + backupDeadlineGrace)) {
+			return failed(reasonBackupTimeout, "%s did not end within %ds (Pod %s is %s)", what, limit, pod.Name, pod.Status.Phase), true
 		}
 		return backup.Result{}, false
 	}
 	if pod.Status.Reason == "DeadlineExceeded" {
-		return failed(reasonBackupTimeout, "spec.timeout: the attempt did not end within %ds", b.TimeoutSeconds()), true
+		return failed(reasonBackupTimeout, "%s did not end within %ds", what, limit), true
 	}
 	if term == nil {
 		return failed(reasonRunnerFailed, "Pod %s ended (%s) without a result: %s", pod.Name, pod.Status.Phase, pod.Status.Message), true
@@ -264,7 +288,7 @@ func runnerResult(b *etcdv1alpha1.EtcdBackup, pod *corev1.Pod, now time.Time) (b
 	res, err := backup.ParseResult(term.Message)
 	switch {
 	case err != nil:
-		return failed(reasonRunnerFailed, "Pod %s exited with code %d without a result: %s", pod.Name, term.ExitCode, lastLine(term.Message)), true
+		return failed(reasonRunnerFailed, "Pod %s exited with code %d without a result: %s", pod.Name, term.ExitCode, backup.LastLines(term.Message, 1)), true
 	case res.Key != key:
 		return failed(reasonRunnerFailed, "Pod %s reported a result for key %s, want %s", pod.Name, res.Key, key), true
 	case res.Succeeded() && term.ExitCode != 0:
@@ -273,26 +297,13 @@ func runnerResult(b *etcdv1alpha1.EtcdBackup, pod *corev1.Pod, now time.Time) (b
 	return res, true
 }
 
-func lastLine(s string) string {
-	for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == ' ') {
-		s = s[:len(s)-1]
+// snapshotPlace is where b's snapshot is, as its runner said, for a
+// message that may come before any runner said so.
+func snapshotPlace(b *etcdv1alpha1.EtcdBackup) string {
+	if b.Status.Location != "" {
+		return b.Status.Location
 	}
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == '\n' {
-			return s[i+1:]
-		}
-	}
-	return s
-}
-
-// snapshotLocation is where b's snapshot is, for humans.
-func snapshotLocation(b *etcdv1alpha1.EtcdBackup) string {
-	if d := b.Spec.Destination; d.S3 != nil {
-		return "s3://" + d.S3.Bucket + "/" + b.SnapshotKey()
-	} else if d.Volume != nil {
-		return "pvc://" + d.Volume.ClaimName + "/" + b.SnapshotKey()
-	}
-	return ""
+	return "key " + b.SnapshotKey() + " of spec.destination"
 }
 
 // prepare checks what attempt n needs before it starts (the cluster and
@@ -433,7 +444,7 @@ func (r *BackupReconciler) finalize(ctx context.Context, b *etcdv1alpha1.EtcdBac
 			case apierrors.IsForbidden(err) && namespaceTerminating(err):
 				// Nothing can run here any more: let the backup go, and
 				// say where its snapshot stays.
-				r.event(b, corev1.EventTypeWarning, reasonDeleteFailed, "The namespace is being deleted, so nothing can remove the snapshot: it stays at %s", snapshotLocation(b))
+				r.event(b, corev1.EventTypeWarning, reasonDeleteFailed, "The namespace is being deleted, so nothing can remove the snapshot: it stays at %s", snapshotPlace(b))
 				return ctrl.Result{}, r.dropFinalizer(ctx, b)
 			case err != nil && !apierrors.IsAlreadyExists(err):
 				return ctrl.Result{}, err
@@ -448,7 +459,7 @@ func (r *BackupReconciler) finalize(ctx context.Context, b *etcdv1alpha1.EtcdBac
 			r.event(b, corev1.EventTypeWarning, reasonDeleteFailed, "Removing the snapshot failed, retrying: %s", res.Message)
 			return ctrl.Result{RequeueAfter: backupRetryMax / 5}, client.IgnoreNotFound(r.Delete(ctx, pod))
 		}
-		r.event(b, corev1.EventTypeNormal, eventBackupSnapshotGone, "Removed the snapshot %s", snapshotLocation(b))
+		r.event(b, corev1.EventTypeNormal, eventBackupSnapshotGone, "Removed the snapshot at %s", cmp.Or(res.Location, snapshotPlace(b)))
 	}
 	return ctrl.Result{}, r.dropFinalizer(ctx, b)
 }

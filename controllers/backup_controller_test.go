@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,12 +32,14 @@ type backupFixture struct {
 	ns  string
 	now time.Time
 	r   *BackupReconciler
+	// events holds what the reconciler recorded, oldest first.
+	events *events.FakeRecorder
 }
 
 func newBackupFixture(t *testing.T) *backupFixture {
 	ctx := context.Background()
-	f := &backupFixture{t: t, ctx: ctx, ns: newNamespace(ctx, t), now: time.Now()}
-	f.r = &BackupReconciler{Client: k8sClient, Pods: k8sClient, Image: "ghcr.io/etcd-operator/etcd-operator:v0.1.0", Now: func() time.Time { return f.now }}
+	f := &backupFixture{t: t, ctx: ctx, ns: newNamespace(ctx, t), now: time.Now(), events: &events.FakeRecorder{Events: make(chan string, 100)}}
+	f.r = &BackupReconciler{Client: k8sClient, Pods: k8sClient, Recorder: f.events, Image: "ghcr.io/etcd-operator/etcd-operator:v0.1.0", Now: func() time.Time { return f.now }}
 	c := &etcdv1alpha1.EtcdCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "db", Annotations: map[string]string{etcdv1alpha1.AnnotationPaused: "true"}},
 		Spec:       etcdv1alpha1.EtcdClusterSpec{Replicas: new(int32(1))},
@@ -60,6 +63,19 @@ func newBackupFixture(t *testing.T) *backupFixture {
 	}
 	f.create(member)
 	return f
+}
+
+// lastEvent is the newest event recorded since the last call ("" if none).
+func (f *backupFixture) lastEvent() string {
+	last := ""
+	for {
+		select {
+		case e := <-f.events.Events:
+			last = e
+		default:
+			return last
+		}
+	}
 }
 
 func (f *backupFixture) create(obj client.Object) {
@@ -192,8 +208,11 @@ func TestBackupAttempts(t *testing.T) {
 	if res.RequeueAfter != 10*time.Second || got.Status.NextAttemptTime == nil {
 		t.Errorf("requeue after %s, next attempt %v; want 10s", res.RequeueAfter, got.Status.NextAttemptTime)
 	}
-	if f.pod("nightly-attempt-1") != nil {
-		t.Error("the failed runner's Pod is left")
+	if f.pod("nightly-attempt-1") == nil {
+		t.Error("the failed runner's Pod is gone, and its log with it")
+	}
+	if e := f.lastEvent(); !strings.Contains(e, "kubectl logs nightly-attempt-1") {
+		t.Errorf("event %q does not say where the log is", e)
 	}
 	if _, early := f.pass(b); early.Status.Attempts != 1 || f.pod("nightly-attempt-2") != nil {
 		t.Fatal("attempt 2 started before its back-off")
@@ -204,15 +223,16 @@ func TestBackupAttempts(t *testing.T) {
 	}
 
 	// Attempt 2 succeeds.
-	ok := backup.Result{Reason: backup.ReasonVerified, Key: "etcd/" + f.ns + "/db/nightly.db", Facts: backup.Facts{Size: 4128, SHA256: "ab12", Revision: 77}, Member: "db-0", ClusterID: "c1", Version: "3.6.16"}
+	ok := backup.Result{Reason: backup.ReasonVerified, Key: "etcd/" + f.ns + "/db/nightly.db", Facts: backup.Facts{Size: 4128, SHA256: "ab12", Revision: 77}, Location: "s3://bkp/etcd/" + f.ns + "/db/nightly.db", Member: "db-0", ClusterID: "c1", Version: "3.6.16"}
 	f.finish("nightly-attempt-2", 0, resultJSON(t, ok))
 	_, got = f.pass(b)
 	s := got.Status
 	if s.Phase != etcdv1alpha1.BackupSucceeded || s.Revision != 77 || s.Size != 4128 || s.SHA256 != "ab12" || s.Location != "s3://bkp/etcd/"+f.ns+"/db/nightly.db" || s.CompletionTime == nil || condition(got).Status != metav1.ConditionTrue {
 		t.Fatalf("after a successful attempt: %+v", s)
 	}
-	if f.pod("nightly-attempt-2") != nil {
-		t.Error("the successful runner's Pod is left")
+	f.pass(got)
+	if f.pod("nightly-attempt-2") != nil || f.pod("nightly-attempt-1") != nil {
+		t.Error("a runner's Pod is left after the backup succeeded")
 	}
 }
 
@@ -248,6 +268,9 @@ func TestBackupRefusesResultsItCannotTrust(t *testing.T) {
 			}
 			if got.Status.SHA256 != "" || got.Status.Revision != 0 {
 				t.Errorf("an untrusted result reached the status: %+v", got.Status)
+			}
+			if f.pass(got); f.pod(tc.name+"-attempt-1") == nil {
+				t.Error("the Pod of the attempt the backup gave up on is gone, and its log with it")
 			}
 		})
 	}
@@ -285,4 +308,33 @@ func podListNames(pods *corev1.PodList) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestRunnerPodsRunToTheirOwnDeadline: an attempt is judged against
+// spec.timeout, the Pod that removes the snapshot against its own.
+func TestRunnerPodsRunToTheirOwnDeadline(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	b := &etcdv1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b"}, Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: "db", Timeout: &metav1.Duration{Duration: time.Minute}}}
+	running := func(name string, age time.Duration) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, CreationTimestamp: metav1.NewTime(now.Add(-age))},
+			Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+		}
+	}
+	for _, tc := range []struct {
+		pod       *corev1.Pod
+		ended     bool
+		mentioned string
+	}{
+		{running(builder.BackupPodName(b, 1), 80*time.Second), false, ""},
+		{running(builder.BackupPodName(b, 1), 2*time.Minute), true, "spec.timeout: the attempt did not end within 60s"},
+		{running(builder.DeleteBackupPodName(b), 2*time.Minute), false, ""},
+		{running(builder.DeleteBackupPodName(b), 11*time.Minute), true, "the removal of the snapshot did not end within 600s"},
+	} {
+		res, ended := runnerResult(b, tc.pod, now)
+		if ended != tc.ended || !strings.Contains(res.Message, tc.mentioned) {
+			t.Errorf("%s created %s ago: ended %v, %q; want %v, %q", tc.pod.Name, now.Sub(tc.pod.CreationTimestamp.Time), ended, res.Message, tc.ended, tc.mentioned)
+		}
+	}
 }

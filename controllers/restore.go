@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -55,7 +56,7 @@ func restoredCondition(o observed) (metav1.Condition, bool) {
 	name := c.Spec.Bootstrap.Restore.BackupName
 	switch {
 	case c.Status.ClusterID != "" || o.clusterID != 0:
-		if old := findCondition(c, etcdv1alpha1.ConditionRestored); old != nil && old.Status == metav1.ConditionTrue {
+		if old := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionRestored); old != nil && old.Status == metav1.ConditionTrue {
 			return *old, true // the restore is history: its message stays
 		}
 		cond.Status, cond.Reason = metav1.ConditionTrue, etcdv1alpha1.ReasonRestored
@@ -92,7 +93,7 @@ func seedRestoreFailure(o observed) (backup.Result, bool) {
 				}
 				res, err := backup.ParseResult(t.Message)
 				if err != nil {
-					return backup.Result{Reason: etcdv1alpha1.ReasonRestoring, Message: lastLine(t.Message)}, true
+					return backup.Result{Reason: etcdv1alpha1.ReasonRestoring, Message: backup.LastLines(t.Message, 1)}, true
 				}
 				return res, true
 			}
@@ -101,11 +102,3 @@ func seedRestoreFailure(o observed) (backup.Result, bool) {
 	return backup.Result{}, false
 }
 
-func findCondition(c *etcdv1alpha1.EtcdCluster, typ string) *metav1.Condition {
-	for i := range c.Status.Conditions {
-		if c.Status.Conditions[i].Type == typ {
-			return &c.Status.Conditions[i]
-		}
-	}
-	return nil
-}

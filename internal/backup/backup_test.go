@@ -182,7 +182,7 @@ func TestRunStoresAVerifiedSnapshotOnce(t *testing.T) {
 	cli := fakeCluster(data)
 
 	res := Run(ctx, params(cli, store, "uid-1"))
-	if !res.Succeeded() || res.Revision != 7 || res.Size != int64(len(data)) || res.Member == "c-0" || res.ClusterID == "" {
+	if !res.Succeeded() || res.Revision != 7 || res.Size != int64(len(data)) || res.Member == "c-0" || res.ClusterID == "" || res.Location != "pvc://claim/ns/c/b.db" {
 		t.Fatalf("Run = %+v", res)
 	}
 	stored, err := os.ReadFile(filepath.Join(root, "ns/c/b.db"))

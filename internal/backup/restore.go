@@ -101,7 +101,7 @@ func restore(ctx context.Context, p RestoreParams) (Facts, error) {
 		"--data-dir="+data, "--name="+p.Name, "--initial-cluster="+p.Name+"="+p.PeerURL,
 		"--initial-cluster-token="+p.Token, "--initial-advertise-peer-urls="+p.PeerURL)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return Facts{}, failf(ReasonRestoreFailed, "etcdutl snapshot restore: %v: %s", err, lastLines(string(out), 5))
+		return Facts{}, failf(ReasonRestoreFailed, "etcdutl snapshot restore: %v: %s", err, LastLines(string(out), 5))
 	}
 	if err := setAuth(filepath.Join(data, "member", "snap", "db"), p.AuthEnabled, p.RootPassword); err != nil {
 		return Facts{}, failf(ReasonRestoreFailed, "setting up authentication in the restored data: %v", err)
@@ -208,7 +208,9 @@ func syncTree(dir string) error {
 	})
 }
 
-func lastLines(s string, n int) string {
+// LastLines is the last n lines of s, joined by " | ": the end of a log,
+// where a program says why it stopped.
+func LastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], " | ")
 }

@@ -45,6 +45,9 @@ type Result struct {
 	// Key is the object key or path the runner was asked to store at; the
 	// operator takes a result only for the key it expects.
 	Key string `json:"key"`
+	// Location names where the snapshot is, for humans
+	// (s3://<bucket>/<key>, pvc://<claim>/<key>).
+	Location string `json:"location,omitempty"`
 	Facts
 	// Member is the name of the member the snapshot came from, ClusterID
 	// its cluster (hex), Version its server version, StorageVersion the
@@ -108,5 +111,5 @@ func Delete(ctx context.Context, store Store, key, backupUID string) Result {
 			return Failed(key, err)
 		}
 	}
-	return Result{Reason: ReasonDeleted, Key: key}
+	return Result{Reason: ReasonDeleted, Key: key, Location: store.Location(key)}
 }

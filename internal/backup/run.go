@@ -46,7 +46,9 @@ const maxSources = 3
 // compared. It never overwrites a snapshot another backup stored.
 func Run(ctx context.Context, p Params) Result {
 	facts, from, err := run(ctx, p)
-	return resultOf(p.Key, facts, from, err)
+	r := resultOf(p.Key, facts, from, err)
+	r.Location = p.Store.Location(p.Key)
+	return r
 }
 
 func run(ctx context.Context, p Params) (Facts, source, error) {

@@ -89,9 +89,13 @@ func DeleteBackupPod(b *etcdv1alpha1.EtcdBackup, image string) *corev1.Pod {
 	}
 	args := append([]string{"backup", "delete", "--key=" + b.SnapshotKey(), "--backup-uid=" + string(b.UID)}, destinationArgs(b.Spec.Destination, mount, 0)...)
 	pod := backupPod(b, DeleteBackupPodName(b), image, args, volumes, mounts)
-	pod.Spec.ActiveDeadlineSeconds = ptr.To(int64(600))
+	pod.Spec.ActiveDeadlineSeconds = ptr.To(DeleteBackupTimeout)
 	return pod
 }
+
+// DeleteBackupTimeout is how long, in seconds, the Pod that removes a
+// snapshot may run: one request or two to the store.
+const DeleteBackupTimeout int64 = 600
 
 // destinationArgs are the runner's flags for d, mounting what it needs;
 // a scratch volume of scratch bytes for S3 (0: unbounded, -1: none).
@@ -138,8 +142,9 @@ func secretProjections(items []SecretKey) []corev1.VolumeProjection {
 	return out
 }
 
-// backupPod is what every Pod of an EtcdBackup shares.
-func backupPod(b *etcdv1alpha1.EtcdBackup, name, image string, args []string, volumes []corev1.Volume, mounts []corev1.VolumeMount) *corev1.Pod {
+// s3Env is the S3 credentials of b's destination as environment
+// variables (none for a volume).
+func s3Env(b *etcdv1alpha1.EtcdBackup) []corev1.EnvVar {
 	env := []corev1.EnvVar{}
 	if s := b.Spec.Destination.S3; s != nil {
 		for _, k := range []struct {
@@ -151,6 +156,11 @@ func backupPod(b *etcdv1alpha1.EtcdBackup, name, image string, args []string, vo
 			}}})
 		}
 	}
+	return env
+}
+
+// backupPod is what every Pod of an EtcdBackup shares.
+func backupPod(b *etcdv1alpha1.EtcdBackup, name, image string, args []string, volumes []corev1.Volume, mounts []corev1.VolumeMount) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      name,
@@ -174,7 +184,7 @@ func backupPod(b *etcdv1alpha1.EtcdBackup, name, image string, args []string, vo
 				Image:                    image,
 				Command:                  []string{"/manager"},
 				Args:                     args,
-				Env:                      env,
+				Env:                      s3Env(b),
 				VolumeMounts:             mounts,
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 				SecurityContext: &corev1.SecurityContext{
@@ -240,7 +250,7 @@ func WithRestore(pod *corev1.Pod, c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.E
 	toolsMount := corev1.VolumeMount{Name: tools.Name, MountPath: restoreToolsDir}
 	data := corev1.VolumeMount{Name: DataVolumeName, MountPath: DataDir}
 	pod.Spec.Volumes = append(pod.Spec.Volumes, append(volumes, tools)...)
-	env := backupPod(b, "", "", nil, nil, nil).Spec.Containers[0].Env
+	env := s3Env(b)
 	// The etcd container's security context, so the restored files are
 	// owned as etcd runs and a restricted namespace admits the Pod.
 	var sc *corev1.SecurityContext
