@@ -372,9 +372,19 @@ func runWithPipes(proc *exec.Cmd, in io.Reader, out, errOut io.WriteCloser) erro
 }
 
 // runWithTTY runs proc on a new terminal that in feeds and out reads,
-// sized as the client's terminal is.
+// sized as the client's terminal is. The client sends its size right
+// after the streams open: the process starts once it is here (or after a
+// second without it), so that its first look at the terminal sees it.
 func runWithTTY(proc *exec.Cmd, in io.Reader, out io.Writer, resize <-chan remotecommand.TerminalSize) error {
-	term, err := pty.Start(proc) // a new session whose terminal it is
+	var size *pty.Winsize
+	select {
+	case s, ok := <-resize:
+		if ok {
+			size = &pty.Winsize{Rows: s.Height, Cols: s.Width}
+		}
+	case <-time.After(time.Second):
+	}
+	term, err := pty.StartWithSize(proc, size) // a new session whose terminal it is
 	if err != nil {
 		return err
 	}
