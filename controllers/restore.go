@@ -101,4 +101,3 @@ func seedRestoreFailure(o observed) (backup.Result, bool) {
 	}
 	return backup.Result{}, false
 }
-
