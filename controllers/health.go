@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -30,7 +31,7 @@ type healthReport struct {
 func assess(c *etcdv1alpha1.EtcdCluster, p probe, now time.Time) healthReport {
 	voters, healthy := voterCounts(p)
 	return healthReport{
-		members: memberStatuses(c, p, now),
+		members: keepProbeTimes(c.Status.Members, memberStatuses(c, p, now), now),
 		conditions: []metav1.Condition{
 			quorumCondition(c, p),
 			degradedCondition(c, p),
@@ -43,6 +44,35 @@ func assess(c *etcdv1alpha1.EtcdCluster, p probe, now time.Time) healthReport {
 // unreachable is the message of every health condition when no member
 // answers.
 func unreachable(p probe) string { return fmt.Sprintf("No member answers: %v", p.err) }
+
+// probeTimeHeartbeat is how old a member's lastProbeTime may grow while
+// nothing else in its status changes. A status write at every probe (10 s)
+// of every cluster was the operator's main cost at rest; as the kubelet
+// reports an unchanged node status only every few minutes, a probe that
+// finds nothing new writes nothing until this much time has passed.
+const probeTimeHeartbeat = time.Minute
+
+// keepProbeTimes gives each member of now (this probe's statuses) its
+// lastProbeTime of was (the status written before) when nothing else of
+// it changed and that time is less than probeTimeHeartbeat old, so that
+// the status, unchanged, is not written again.
+func keepProbeTimes(was, now []etcdv1alpha1.MemberStatus, at time.Time) []etcdv1alpha1.MemberStatus {
+	prev := map[string]etcdv1alpha1.MemberStatus{}
+	for _, m := range was {
+		prev[m.Name] = m
+	}
+	for i, m := range now {
+		old, ok := prev[m.Name]
+		if !ok || old.LastProbeTime == nil || at.Sub(old.LastProbeTime.Time) >= probeTimeHeartbeat {
+			continue
+		}
+		m.LastProbeTime = old.LastProbeTime
+		if equality.Semantic.DeepEqual(m, old) {
+			now[i] = m
+		}
+	}
+	return now
+}
 
 // memberStatuses is the status of each member, sorted by name. When no
 // member answers, the members of the last status stay listed as

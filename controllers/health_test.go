@@ -223,3 +223,37 @@ func TestHealthEvents(t *testing.T) {
 		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestKeepProbeTimes: a probe that finds a member as the status says
+// keeps its lastProbeTime for up to a minute, so nothing is written; any
+// change, or an older time, takes this probe's time.
+func TestKeepProbeTimes(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	member := func(probed time.Duration, healthy bool) etcdv1alpha1.MemberStatus {
+		return etcdv1alpha1.MemberStatus{Name: "a-0", ID: "1", Healthy: healthy, DBSize: 4096, LastProbeTime: &metav1.Time{Time: at.Add(-probed)}}
+	}
+	tests := []struct {
+		name     string
+		was, now etcdv1alpha1.MemberStatus
+		keep     bool
+	}{
+		{"unchanged, probed 30s ago: kept", member(30*time.Second, true), member(0, true), true},
+		{"unchanged, probed a minute ago: moves", member(time.Minute, true), member(0, true), false},
+		{"health changed: moves", member(30*time.Second, true), member(0, false), false},
+		{"another member: moves", etcdv1alpha1.MemberStatus{Name: "a-1", ID: "2", LastProbeTime: &metav1.Time{Time: at}}, member(0, true), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := keepProbeTimes([]etcdv1alpha1.MemberStatus{tt.was}, []etcdv1alpha1.MemberStatus{tt.now}, at)[0]
+			want := tt.now.LastProbeTime.Time
+			if tt.keep {
+				want = tt.was.LastProbeTime.Time
+			}
+			if !got.LastProbeTime.Time.Equal(want) {
+				t.Errorf("lastProbeTime %s, want %s", got.LastProbeTime.Time, want)
+			}
+		})
+	}
+}

@@ -715,7 +715,9 @@ type MemberStatus struct {
 	// +optional
 	LastError string `json:"lastError,omitempty"`
 
-	// lastProbeTime is when the member was last probed.
+	// lastProbeTime is when a probe last found the member as this entry
+	// says. The operator probes every member every 10 seconds; while
+	// nothing here changes, this time moves once a minute.
 	//
 	// +optional
 	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
