@@ -316,18 +316,41 @@ func assertRestored(ctx context.Context, t *testing.T, c *etcdv1alpha1.EtcdClust
 	}
 }
 
-// TestBackupRestoreVolume backs up an emptyDir cluster without TLS or
-// auth onto a claim: the file and its metadata file are on the claim, and
-// the file holds every key. A new cluster restored from it has them all.
+// TestBackupRestoreVolume backs up an emptyDir cluster without TLS onto a
+// claim, without authentication and with root's password: the file and
+// its metadata file are on the claim, and the file holds every key. A new
+// cluster restored from it has them all; with a password, root of the new
+// cluster has the new cluster's password, and the old one is refused.
 func TestBackupRestoreVolume(t *testing.T) {
 	t.Parallel()
+	for _, auth := range []bool{false, true} {
+		name := map[bool]string{false: "plain", true: "password"}[auth]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			backupRestoreVolume(t, auth)
+		})
+	}
+}
+
+func backupRestoreVolume(t *testing.T, auth bool) {
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
-	c := createPlainCluster(ctx, t, ns, 3)
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](3)}}
+	if auth {
+		c.Spec.Security = &etcdv1alpha1.SecuritySpec{EnableAuth: true}
+	}
+	if err := k8sClient.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
 	claim := createBackupClaim(ctx, t, ns)
 	key := client.ObjectKeyFromObject(c)
 	awaitReady(ctx, t, key, 3)
-	want, rev := writeKeys(ctx, t, etcdClient(ctx, t, ns, c.Name), 2000)
+	clientOf := func(name string) *clientv3.Client { return etcdClient(ctx, t, ns, name) }
+	if auth {
+		awaitCondition(ctx, t, key, 2*time.Minute, etcdv1alpha1.ConditionAuthentication, metav1.ConditionTrue)
+		clientOf = func(name string) *clientv3.Client { return rootPasswordClient(ctx, t, ns, name) }
+	}
+	want, rev := writeKeys(ctx, t, clientOf(c.Name), 2000)
 
 	b := &etcdv1alpha1.EtcdBackup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "onclaim"},
@@ -360,11 +383,22 @@ func TestBackupRestoreVolume(t *testing.T) {
 	assertSnapshotHolds(t, path, want, rev)
 	assertNoRunners(ctx, t, ns, b.Name)
 
+	oldPassword := &corev1.Secret{}
+	if auth {
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: builder.RootPasswordSecretName(c)}, oldPassword); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := k8sClient.Delete(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	restored := restoreCluster(ctx, t, c, "restored", b.Name)
-	assertRestored(ctx, t, restored, etcdClient(ctx, t, ns, restored.Name), want, rev)
+	assertRestored(ctx, t, restored, clientOf(restored.Name), want, rev)
+	if auth {
+		if _, err := passwordClient(ctx, t, ns, restored.Name, "root", string(oldPassword.Data["password"])); err == nil {
+			t.Error("root of the restored cluster still takes the backed-up cluster's password")
+		}
+	}
 }
 
 // TestRestoreRefusesACorruptSnapshot flips one byte of a stored snapshot
