@@ -200,11 +200,14 @@ func (w *overwriter) run(ctx context.Context) {
 		case err == nil:
 			w.latest[key] = value
 			w.acked++
-		case ctx.Err() == nil:
-			// The write may have been applied or not: the key's value is
-			// unknown until its next acknowledged write.
+		default:
+			// The write may have been applied or not, also when the
+			// writer was stopped while it was in flight: the key's value
+			// is unknown until its next acknowledged write.
 			delete(w.latest, key)
-			w.errs++
+			if ctx.Err() == nil {
+				w.errs++
+			}
 		}
 		w.mu.Unlock()
 		time.Sleep(20 * time.Millisecond)
