@@ -196,11 +196,10 @@ func (w *overwriter) run(ctx context.Context) {
 		_, err := w.cli.Put(cctx, key, value)
 		cancel()
 		w.mu.Lock()
-		switch {
-		case err == nil:
+		if err == nil {
 			w.latest[key] = value
 			w.acked++
-		default:
+		} else {
 			// The write may have been applied or not, also when the
 			// writer was stopped while it was in flight: the key's value
 			// is unknown until its next acknowledged write.
