@@ -28,12 +28,15 @@ type healthReport struct {
 // conditions, each set by its own function. Members that did not answer
 // say why; when no member answers at all, the report says so and lists no
 // member as healthy.
-func assess(c *etcdv1alpha1.EtcdCluster, p probe, now time.Time) healthReport {
+//
+// lost is, when no member gives the member list, what the members that
+// answer tell about the quorum; nil otherwise.
+func assess(c *etcdv1alpha1.EtcdCluster, p probe, lost *quorumLoss, now time.Time) healthReport {
 	voters, healthy := voterCounts(p)
 	return healthReport{
 		members: keepProbeTimes(c.Status.Members, memberStatuses(c, p, now), now),
 		conditions: []metav1.Condition{
-			quorumCondition(c, p),
+			quorumCondition(c, p, lost),
 			degradedCondition(c, p),
 			alarmCondition(c, p),
 		},
@@ -158,8 +161,15 @@ func healthCondition(c *etcdv1alpha1.EtcdCluster, typ string, ok bool, reason, m
 }
 
 // quorumCondition tells whether a quorum of voters answers linearizable
-// reads.
-func quorumCondition(c *etcdv1alpha1.EtcdCluster, p probe) metav1.Condition {
+// reads, and, when none does, whether one can come back (lost is what the
+// members that answer tell).
+func quorumCondition(c *etcdv1alpha1.EtcdCluster, p probe, lost *quorumLoss) metav1.Condition {
+	switch {
+	case lost != nil && lost.forGood:
+		return healthCondition(c, etcdv1alpha1.ConditionQuorumAvailable, false, etcdv1alpha1.ReasonQuorumLostForGood, lost.message())
+	case lost != nil:
+		return healthCondition(c, etcdv1alpha1.ConditionQuorumAvailable, false, etcdv1alpha1.ReasonQuorumLost, lost.message())
+	}
 	if p.members == nil {
 		return healthCondition(c, etcdv1alpha1.ConditionQuorumAvailable, false, etcdv1alpha1.ReasonUnreachable, unreachable(p))
 	}

@@ -79,7 +79,11 @@ func (r *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 	if err := r.clearStaleMarks(ctx, cluster, pods, p); err != nil {
 		return ctrl.Result{}, err
 	}
-	report := assess(cluster, p, time.Now())
+	lost, err := r.quorumLoss(ctx, cluster, pods, p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	report := assess(cluster, p, lost, time.Now())
 	step := planMaintenance(cluster, p)
 	for _, e := range append(healthEvents(cluster.Status.Members, report.members), heldEvents(cluster, step)...) {
 		r.event(cluster, e.eventType, e.reason, "%s", e.message)
@@ -104,6 +108,25 @@ func (r *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 		interval = maxWaitRequeue
 	}
 	return ctrl.Result{RequeueAfter: interval}, nil
+}
+
+// quorumLoss is, when no member gave the member list, what the members
+// that answer tell about c's quorum, with its Pods and claims: whether it
+// is lost for good, and the evidence; nil otherwise.
+func (r *HealthReconciler) quorumLoss(ctx context.Context, c *etcdv1alpha1.EtcdCluster, pods []*corev1.Pod, p probe) (*quorumLoss, error) {
+	if p.members != nil || p.local == nil || !ofCluster(c, p.localClusterID) {
+		return nil, nil
+	}
+	claims, _, err := claimsOf(ctx, r.Client, c)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*corev1.Pod{}
+	for _, pod := range pods {
+		byName[pod.Name] = pod
+	}
+	l, _ := lostQuorum(c, p, byName, claims)
+	return &l, nil
 }
 
 // applyHealth writes status.members and the health conditions.

@@ -113,7 +113,7 @@ func TestAssess(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := assess(tt.world.cluster(), tt.world.probe(), time.Now())
+			r := assess(tt.world.cluster(), tt.world.probe(), nil, time.Now())
 			for typ, want := range tt.want {
 				c := meta.FindStatusCondition(r.conditions, typ)
 				if c == nil || string(c.Status)+"/"+c.Reason != want {

@@ -26,6 +26,12 @@ type probe struct {
 	err     error
 	// clusterID is the cluster ID the member list came with.
 	clusterID uint64
+	// local is, when no member gave the member list (it needs a quorum),
+	// the list as the most advanced member that answers knows it, and
+	// localClusterID its cluster ID: what tells a quorum lost for good
+	// from one that will come back.
+	local          []etcd.Member
+	localClusterID uint64
 	// leader is the leader's ID as the members see it, 0 when unknown;
 	// version is the leader's etcd version (or any member's).
 	leader  uint64
@@ -108,6 +114,7 @@ func probeMembers(ctx context.Context, newClient EtcdClientFactory, c *etcdv1alp
 	}
 	if lc == nil {
 		p.members = nil
+		p.localClusterID, p.local = localMembers(ctx, newClient, c, mostAdvanced(p.statuses))
 		return p
 	}
 	defer func() { _ = lc.Close() }()
@@ -124,6 +131,24 @@ func probeMembers(ctx context.Context, newClient EtcdClientFactory, c *etcdv1alp
 		p.alarms, p.alarmsErr = lc.Alarms(ctx)
 	}
 	return p
+}
+
+// localMembers is the cluster ID and member list as the first of
+// endpoints that gives them without a quorum knows them; nil members when
+// none does.
+func localMembers(ctx context.Context, newClient EtcdClientFactory, c *etcdv1alpha1.EtcdCluster, endpoints []string) (uint64, []etcd.Member) {
+	for _, ep := range endpoints {
+		ec, err := newClient(ctx, c, []string{ep})
+		if err != nil {
+			return 0, nil
+		}
+		id, members, err := ec.LocalMemberList(ctx)
+		_ = ec.Close()
+		if err == nil {
+			return id, members
+		}
+	}
+	return 0, nil
 }
 
 // mostAdvanced orders the endpoints that answered by how far their

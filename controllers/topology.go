@@ -65,21 +65,10 @@ func (r *TopologyReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCl
 	if err != nil {
 		return o, err
 	}
-	claims := &corev1.PersistentVolumeClaimList{}
-	if err := r.List(ctx, claims, client.InNamespace(c.Namespace), client.MatchingLabels(builder.MemberSelectorLabels(c))); err != nil {
+	if o.claims, o.allClaims, err = claimsOf(ctx, r.Client, c); err != nil {
 		return o, err
 	}
-	o.claims, o.allClaims, o.now = map[string]bool{}, map[string]bool{}, time.Now()
-	for i := range claims.Items {
-		pvc := &claims.Items[i]
-		if !metav1.IsControlledBy(pvc, c) {
-			continue
-		}
-		o.allClaims[pvc.Labels[etcdv1alpha1.LabelMember]] = true
-		if pvc.DeletionTimestamp == nil {
-			o.claims[pvc.Labels[etcdv1alpha1.LabelMember]] = true
-		}
-	}
+	o.now = time.Now()
 	for _, p := range pods {
 		o.pods[p.Name] = p
 	}
@@ -116,6 +105,27 @@ func (r *TopologyReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCl
 		}
 	}
 	return o, nil
+}
+
+// claimsOf tells which members of c have a claim: live, those not being
+// deleted; all, every one.
+func claimsOf(ctx context.Context, reader client.Reader, c *etcdv1alpha1.EtcdCluster) (live, all map[string]bool, err error) {
+	claims := &corev1.PersistentVolumeClaimList{}
+	if err := reader.List(ctx, claims, client.InNamespace(c.Namespace), client.MatchingLabels(builder.MemberSelectorLabels(c))); err != nil {
+		return nil, nil, err
+	}
+	live, all = map[string]bool{}, map[string]bool{}
+	for i := range claims.Items {
+		pvc := &claims.Items[i]
+		if !metav1.IsControlledBy(pvc, c) {
+			continue
+		}
+		all[pvc.Labels[etcdv1alpha1.LabelMember]] = true
+		if pvc.DeletionTimestamp == nil {
+			live[pvc.Labels[etcdv1alpha1.LabelMember]] = true
+		}
+	}
+	return live, all, nil
 }
 
 // createMemberPod creates the claim (for a member that never ran: one

@@ -203,10 +203,9 @@ func plan(o observed) action {
 			continue
 		}
 		m := byName[name]
-		started := m.Name != ""
-		switch {
-		case !started || (c.Spec.Storage.UsesPersistentStorage() && o.claims[name]):
-			return action{kind: actCreatePod, member: name, id: m.ID, started: started, initialCluster: initialCluster(c, o.members),
+		switch _, gone := memberDataGone(c, m, o.pods, o.claims); {
+		case !gone:
+			return action{kind: actCreatePod, member: name, id: m.ID, started: m.Name != "", initialCluster: initialCluster(c, o.members),
 				reason: "member " + name + " has no Pod"}
 		case o.healthy[m.ID]:
 			// It answers: its Pod exists and this pass's view of Pods lags.

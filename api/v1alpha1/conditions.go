@@ -130,6 +130,10 @@ const (
 	// ReasonQuorumLost (QuorumAvailable): fewer voters than a quorum
 	// answer.
 	ReasonQuorumLost = "QuorumLost"
+	// ReasonQuorumLostForGood (QuorumAvailable): more voters are gone
+	// with their data (Pod gone, and its emptyDir or claim with it) than
+	// the cluster can lose; the message names them and the survivors.
+	ReasonQuorumLostForGood = "QuorumLostForGood"
 
 	// ReasonAllMembersHealthy (Degraded): every member is healthy.
 	ReasonAllMembersHealthy = "AllMembersHealthy"

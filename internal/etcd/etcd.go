@@ -105,6 +105,10 @@ var (
 type Client interface {
 	// MemberList returns the cluster ID and members, read linearizably.
 	MemberList(ctx context.Context) (clusterID uint64, members []Member, err error)
+	// LocalMemberList returns the cluster ID and members as the member
+	// behind the first endpoint knows them (a serializable read): it
+	// answers without a quorum, and may be stale.
+	LocalMemberList(ctx context.Context) (clusterID uint64, members []Member, err error)
 	// AddLearner adds a learner with peerURLs and returns it (Name is empty
 	// until it starts) and the new member list.
 	AddLearner(ctx context.Context, peerURLs []string) (Member, []Member, error)
@@ -275,6 +279,16 @@ func (c *client) MemberList(ctx context.Context) (uint64, []Member, error) {
 	resp, err := c.cli.MemberList(ctx)
 	if err != nil {
 		return 0, nil, fmt.Errorf("list members: %w", err)
+	}
+	return resp.Header.GetClusterId(), members(resp.Members), nil
+}
+
+func (c *client) LocalMemberList(ctx context.Context) (uint64, []Member, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	resp, err := c.cli.MemberList(ctx, clientv3.WithSerializable())
+	if err != nil {
+		return 0, nil, fmt.Errorf("list members (serializable): %w", err)
 	}
 	return resp.Header.GetClusterId(), members(resp.Members), nil
 }

@@ -369,6 +369,9 @@ func check(ctx context.Context, t *testing.T, tg *target) {
 	for _, v := range tg.samples.violations(ctx, tg) {
 		t.Errorf("%s: %s", tg.name, v)
 	}
+	if seen := tg.samples.quorumsLostForGood(); len(seen) > 0 {
+		t.Errorf("%s: a quorum reported lost for good %d times, though no step loses a majority's data; first: %s", tg.name, len(seen), seen[0])
+	}
 	for _, b := range tg.backups {
 		checkBackup(ctx, t, tg, b)
 	}
@@ -634,6 +637,10 @@ type sampler struct {
 	mu      sync.Mutex
 	samples []sample
 	clients map[string]*clientv3.Client // by Pod IP
+	// lostForGood are the QuorumAvailable messages seen with reason
+	// QuorumLostForGood: no step loses a majority's data, so any is a
+	// quorum that would come back reported as gone.
+	lostForGood []string
 }
 
 // sample is one look: the voters and learners by name, and which members
@@ -653,6 +660,7 @@ func (s *sampler) run(ctx context.Context) {
 		}
 	}()
 	for ctx.Err() == nil {
+		s.lookAtQuorum(ctx)
 		if smp, ok := s.look(ctx); ok {
 			s.mu.Lock()
 			s.samples = append(s.samples, smp)
@@ -660,6 +668,27 @@ func (s *sampler) run(ctx context.Context) {
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// lookAtQuorum notes the cluster's QuorumAvailable condition when it says
+// the quorum is lost for good.
+func (s *sampler) lookAtQuorum(ctx context.Context) {
+	c := &etcdv1alpha1.EtcdCluster{}
+	if err := k8sClient.Get(ctx, s.target.key, c); err != nil {
+		return
+	}
+	if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionQuorumAvailable); cond != nil && cond.Reason == etcdv1alpha1.ReasonQuorumLostForGood {
+		s.mu.Lock()
+		s.lostForGood = append(s.lostForGood, time.Now().Format(time.RFC3339)+": "+cond.Message)
+		s.mu.Unlock()
+	}
+}
+
+// quorumsLostForGood are the messages lookAtQuorum noted.
+func (s *sampler) quorumsLostForGood() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.lostForGood)
 }
 
 func (s *sampler) look(ctx context.Context) (sample, bool) {

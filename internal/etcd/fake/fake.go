@@ -31,6 +31,7 @@ type Method string
 // The methods of etcd.Client.
 const (
 	MemberList Method = "MemberList"
+	LocalList  Method = "LocalMemberList"
 	AddLearner Method = "AddLearner"
 	AddVoter   Method = "AddVoter"
 	Promote    Method = "Promote"
@@ -277,6 +278,18 @@ func (c *Client) MemberList(ctx context.Context) (uint64, []etcd.Member, error) 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.begin(ctx, Call{Method: MemberList}); err != nil {
+		return 0, nil, err
+	}
+	return c.clusterID, cloneAll(c.members), nil
+}
+
+// LocalMemberList implements etcd.Client: the fake's one member list,
+// failing only as LocalList is told to (so a test can take the quorum
+// away from MemberList alone).
+func (c *Client) LocalMemberList(ctx context.Context) (uint64, []etcd.Member, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.begin(ctx, Call{Method: LocalList}); err != nil {
 		return 0, nil, err
 	}
 	return c.clusterID, cloneAll(c.members), nil

@@ -1,0 +1,160 @@
+package controllers
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
+	"github.com/etcd-operator/etcd-operator/internal/etcd"
+)
+
+// quorumLoss is a quorum that cannot come back: more voters are gone with
+// their data than the cluster can lose. Only a member whose Pod is gone
+// and whose data went with it (an emptyDir, or its claim gone too) is
+// gone; a member whose Pod exists is never gone, whatever else is wrong
+// with it (cut off, paused, crash-looping, on a lost node): the operator
+// waits for it.
+type quorumLoss struct {
+	voters int
+	// gone are the voters whose data is gone, by name, with why.
+	gone []goneMember
+	// survivors are the voters that answer, the most advanced first (by
+	// raft index, then term, then member ID).
+	survivors []survivor
+	// silent are the voters that are not gone and do not answer.
+	silent []string
+	// forGood is set when the voters left cannot form a quorum.
+	forGood bool
+}
+
+type goneMember struct{ name, why string }
+
+type survivor struct {
+	name   string
+	id     uint64
+	status etcd.Status
+}
+
+// lostQuorum tells whether the voters of p.local (the member list a
+// member gives without a quorum) have lost their quorum for good, and
+// the evidence. pods are c's member Pods by name, claims the members
+// whose claims exist and are not being deleted. Only a cluster that has
+// formed can lose its quorum, and only members of the cluster ID in c's
+// status count: a list or an answer from another cluster is no evidence
+// about this one.
+func lostQuorum(c *etcdv1alpha1.EtcdCluster, p probe, pods map[string]*corev1.Pod, claims map[string]bool) (quorumLoss, bool) {
+	if p.members != nil || p.local == nil || !ofCluster(c, p.localClusterID) {
+		return quorumLoss{}, false
+	}
+	statusOf := map[uint64]etcd.Status{}
+	for _, st := range p.statuses {
+		if ofCluster(c, st.ClusterID) {
+			statusOf[st.MemberID] = st
+		}
+	}
+	var l quorumLoss
+	for _, m := range p.local {
+		if m.IsLearner {
+			continue
+		}
+		l.voters++
+		name := memberName(c, m)
+		if why, gone := memberDataGone(c, m, pods, claims); gone {
+			l.gone = append(l.gone, goneMember{name: name, why: why})
+		} else if st, ok := statusOf[m.ID]; ok {
+			l.survivors = append(l.survivors, survivor{name: name, id: m.ID, status: st})
+		} else {
+			l.silent = append(l.silent, name)
+		}
+	}
+	slices.SortFunc(l.gone, func(a, b goneMember) int { return strings.Compare(a.name, b.name) })
+	slices.Sort(l.silent)
+	slices.SortFunc(l.survivors, func(a, b survivor) int {
+		if c := cmp.Compare(b.status.RaftIndex, a.status.RaftIndex); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.status.RaftTerm, a.status.RaftTerm); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	l.forGood = l.voters-len(l.gone) < etcdv1alpha1.Quorum(l.voters)
+	return l, l.forGood
+}
+
+// ofCluster tells whether id is the cluster ID c's status records.
+func ofCluster(c *etcdv1alpha1.EtcdCluster, id uint64) bool {
+	return c.Status.ClusterID != "" && c.Status.ClusterID == etcd.FormatID(id)
+}
+
+// memberDataGone tells whether member m's data is gone, and why: its Pod is
+// gone, and its data was on an emptyDir or its claim is gone too. The
+// rule the topology replaces a single member by.
+func memberDataGone(c *etcdv1alpha1.EtcdCluster, m etcd.Member, pods map[string]*corev1.Pod, claims map[string]bool) (string, bool) {
+	name := memberName(c, m)
+	switch {
+	case m.Name == "":
+		return "", false // it never started: it has no data to lose
+	case pods[name] != nil:
+		return "", false
+	case !c.Spec.Storage.UsesPersistentStorage():
+		return "its Pod is gone, and its data was on an emptyDir", true
+	case !claims[name]:
+		return "its Pod and its claim " + builder.ClaimName(name) + " are gone", true
+	}
+	return "", false
+}
+
+// message is the QuorumAvailable message: for a quorum that can come
+// back, who answers and that the others keep their data; for one lost
+// for good, the evidence.
+func (l quorumLoss) message() string {
+	var b strings.Builder
+	if !l.forGood {
+		answering := make([]string, len(l.survivors))
+		for i, sv := range l.survivors {
+			answering[i] = sv.name
+		}
+		fmt.Fprintf(&b, "No quorum: %d of %d voting members answer (%s), %d needed.", len(l.survivors), l.voters, strings.Join(answering, ", "), etcdv1alpha1.Quorum(l.voters))
+		if len(l.silent) > 0 {
+			fmt.Fprintf(&b, " %s keep their Pods and data: the quorum comes back when they answer.", strings.Join(l.silent, ", "))
+		}
+		if len(l.gone) > 0 {
+			fmt.Fprintf(&b, " Gone with their data: %s.", strings.Join(l.goneNames(), ", "))
+		}
+		return b.String()
+	}
+	gone := make([]string, len(l.gone))
+	for i, g := range l.gone {
+		gone[i] = g.name + " (" + g.why + ")"
+	}
+	left := l.voters - len(l.gone)
+	fmt.Fprintf(&b, "Quorum lost for good: %d of %d voting members are gone with their data: %s. The %d left cannot form a quorum of %d again.",
+		len(l.gone), l.voters, strings.Join(gone, ", "), left, etcdv1alpha1.Quorum(l.voters))
+	if len(l.survivors) > 0 {
+		s := make([]string, len(l.survivors))
+		for i, sv := range l.survivors {
+			s[i] = fmt.Sprintf("%s (raft index %d, term %d, applied index %d)", sv.name, sv.status.RaftIndex, sv.status.RaftTerm, sv.status.RaftAppliedIndex)
+		}
+		fmt.Fprintf(&b, " Survivors, the most advanced first: %s.", strings.Join(s, ", "))
+	}
+	if len(l.silent) > 0 {
+		fmt.Fprintf(&b, " Not answering, data kept: %s.", strings.Join(l.silent, ", "))
+	}
+	b.WriteString(" The operator does not rebuild a lost quorum by itself: restore a backup into a new EtcdCluster (docs/backups.md).")
+	return b.String()
+}
+
+// goneNames are the names of the gone members.
+func (l quorumLoss) goneNames() []string {
+	names := make([]string, len(l.gone))
+	for i, g := range l.gone {
+		names[i] = g.name
+	}
+	return names
+}

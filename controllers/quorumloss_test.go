@@ -1,0 +1,206 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
+	"github.com/etcd-operator/etcd-operator/internal/etcd"
+	"github.com/etcd-operator/etcd-operator/internal/etcd/fake"
+)
+
+// lossWorld is a cluster "q" of n voters q-0..q-(n-1) (ID i+1) whose
+// quorum is gone: no member gives the linearizable member list, q-0 gives
+// its own. Pods of the members in noPod are gone, claims (with
+// persistent storage) of those in noClaim; members in silent keep their
+// Pod but do not answer; index gives a member's raft index (default 100).
+type lossWorld struct {
+	n          int
+	persistent bool
+	noPod      []string
+	noClaim    []string
+	silent     []string
+	index      map[string]uint64
+	term       map[string]uint64
+	learner    string // a learner, beside the n voters, with no Pod
+	unstarted  string // a voter that never started (no name in etcd), with no Pod
+	quorum     bool   // the linearizable list answered after all
+	unformed   bool   // no cluster ID in the status: it never formed
+	foreign    bool   // the local list comes from another cluster ID
+	// otherCluster is a member that answers for another cluster ID.
+	otherCluster string
+}
+
+func (w lossWorld) run() (quorumLoss, bool) {
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "ns"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To(int32(w.n))}}
+	if !w.unformed {
+		c.Status.ClusterID = etcd.FormatID(7)
+	}
+	if w.persistent {
+		c.Spec.Storage.VolumeClaimTemplate = &etcdv1alpha1.EmbeddedPersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		}}
+	}
+	p := probe{statuses: map[string]etcd.Status{}, localClusterID: 7}
+	if w.foreign {
+		p.localClusterID = 8
+	}
+	pods, claims := map[string]*corev1.Pod{}, map[string]bool{}
+	var members []etcd.Member
+	for i := range w.n {
+		name := "q-" + strconv.Itoa(i)
+		id := uint64(i + 1)
+		m := etcd.Member{ID: id, Name: name, PeerURLs: []string{builder.PeerURL(c, name)}, ClientURLs: []string{builder.ClientURL(c, name)}}
+		if name == w.unstarted {
+			m.Name, m.ClientURLs = "", nil
+		}
+		members = append(members, m)
+		if !slices.Contains(w.noPod, name) && name != w.unstarted {
+			pods[name] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		}
+		if !slices.Contains(w.noClaim, name) {
+			claims[name] = true
+		}
+		if pods[name] != nil && !slices.Contains(w.silent, name) {
+			idx, term := w.index[name], w.term[name]
+			if idx == 0 {
+				idx = 100
+			}
+			if term == 0 {
+				term = 2
+			}
+			clusterID := uint64(7)
+			if name == w.otherCluster {
+				clusterID = 8
+			}
+			p.statuses[builder.ClientURL(c, name)] = etcd.Status{MemberID: id, ClusterID: clusterID, RaftIndex: idx, RaftTerm: term, RaftAppliedIndex: idx}
+		}
+	}
+	if w.learner != "" {
+		members = append(members, etcd.Member{ID: 99, Name: w.learner, IsLearner: true, ClientURLs: []string{builder.ClientURL(c, w.learner)}})
+	}
+	if w.quorum {
+		p.members = members
+	}
+	p.local = members
+	return lostQuorum(c, p, pods, claims)
+}
+
+func TestLostQuorum(t *testing.T) {
+	tests := []struct {
+		name      string
+		world     lossWorld
+		forGood   bool
+		survivors string // names, the most advanced first
+		gone      string
+		message   []string // parts the message must hold
+	}{
+		{name: "emptyDir, two of three Pods gone", world: lossWorld{n: 3, noPod: []string{"q-1", "q-2"}},
+			forGood: true, survivors: "q-0", gone: "q-1,q-2",
+			message: []string{"2 of 3 voting members are gone", "q-1 (its Pod is gone, and its data was on an emptyDir)", "q-0 (raft index 100, term 2, applied index 100)", "restore a backup"}},
+		{name: "emptyDir, one of three Pods gone: the quorum can come back", world: lossWorld{n: 3, noPod: []string{"q-2"}, silent: []string{"q-1"}},
+			survivors: "q-0", gone: "q-2"},
+		{name: "a partition: Pods there, silent, is never a loss for good", world: lossWorld{n: 3, silent: []string{"q-1", "q-2"}}, survivors: "q-0",
+			message: []string{"No quorum: 1 of 3 voting members answer (q-0), 2 needed.", "q-1, q-2 keep their Pods and data"}},
+		{name: "claims kept: the Pods come back with their data", world: lossWorld{n: 3, persistent: true, noPod: []string{"q-1", "q-2"}}, survivors: "q-0"},
+		{name: "Pods and claims gone", world: lossWorld{n: 3, persistent: true, noPod: []string{"q-1", "q-2"}, noClaim: []string{"q-1", "q-2"}},
+			forGood: true, survivors: "q-0", gone: "q-1,q-2", message: []string{"its Pod and its claim " + builder.ClaimName("q-1") + " are gone"}},
+		{name: "a claim without a Pod keeps its member", world: lossWorld{n: 3, persistent: true, noPod: []string{"q-1", "q-2"}, noClaim: []string{"q-2"}},
+			survivors: "q-0", gone: "q-2"},
+		{name: "five, three gone: the most advanced survivor first, by index then term then ID",
+			world:   lossWorld{n: 5, noPod: []string{"q-0", "q-1", "q-2"}, index: map[string]uint64{"q-3": 90, "q-4": 90}, term: map[string]uint64{"q-3": 3, "q-4": 4}},
+			forGood: true, survivors: "q-4,q-3", gone: "q-0,q-1,q-2"},
+		{name: "five, same index and term: the lower ID first", world: lossWorld{n: 5, noPod: []string{"q-0", "q-1", "q-2"}},
+			forGood: true, survivors: "q-3,q-4", gone: "q-0,q-1,q-2"},
+		{name: "five, two gone, one silent: a quorum can come back", world: lossWorld{n: 5, noPod: []string{"q-0", "q-1"}, silent: []string{"q-2"}},
+			survivors: "q-3,q-4", gone: "q-0,q-1"},
+		{name: "a silent survivor is named", world: lossWorld{n: 5, noPod: []string{"q-0", "q-1", "q-2"}, silent: []string{"q-4"}},
+			forGood: true, survivors: "q-3", gone: "q-0,q-1,q-2", message: []string{"Not answering, data kept: q-4."}},
+		{name: "a learner does not vote", world: lossWorld{n: 3, noPod: []string{"q-2"}, learner: "q-3"}, survivors: "q-0,q-1", gone: "q-2"},
+		{name: "a voter that never started has no data to lose", world: lossWorld{n: 3, noPod: []string{"q-1"}, unstarted: "q-2"}, survivors: "q-0", gone: "q-1"},
+		{name: "a quorum answered", world: lossWorld{n: 3, noPod: []string{"q-1", "q-2"}, quorum: true}},
+		{name: "a cluster that never formed loses no quorum", world: lossWorld{n: 3, noPod: []string{"q-1", "q-2"}, unformed: true}},
+		{name: "a member list of another cluster is no evidence", world: lossWorld{n: 3, noPod: []string{"q-1", "q-2"}, foreign: true}},
+		{name: "a member answering for another cluster is no survivor", world: lossWorld{n: 5, noPod: []string{"q-0", "q-1", "q-2"}, otherCluster: "q-4"},
+			forGood: true, survivors: "q-3", gone: "q-0,q-1,q-2", message: []string{"Not answering, data kept: q-4."}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, forGood := tt.world.run()
+			if forGood != tt.forGood {
+				t.Errorf("for good = %v, want %v (%+v)", forGood, tt.forGood, l)
+			}
+			var survivors, gone []string
+			for _, s := range l.survivors {
+				survivors = append(survivors, s.name)
+			}
+			for _, g := range l.gone {
+				gone = append(gone, g.name)
+			}
+			if got := strings.Join(survivors, ","); got != tt.survivors {
+				t.Errorf("survivors = %q, want %q", got, tt.survivors)
+			}
+			if got := strings.Join(gone, ","); got != tt.gone {
+				t.Errorf("gone = %q, want %q", got, tt.gone)
+			}
+			msg := l.message()
+			for _, part := range tt.message {
+				if !strings.Contains(msg, part) {
+					t.Errorf("message %q does not hold %q", msg, part)
+				}
+			}
+		})
+	}
+}
+
+// TestHealthTellsAQuorumLostForGood runs the health reconciler on a
+// cluster whose member list no member gives (no quorum): while r-1 and
+// r-2 keep their Pods the quorum can come back; once their Pods are gone
+// (emptyDir) it is lost for good, and the condition says so.
+func TestHealthTellsAQuorumLostForGood(t *testing.T) {
+	w := newRequestWorld(t, nil, nil)
+	c := &etcdv1alpha1.EtcdCluster{}
+	if err := w.api.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "r"}, c); err != nil {
+		t.Fatal(err)
+	}
+	c.Status.ClusterID = etcd.FormatID(fake.DefaultClusterID)
+	if err := w.api.Status().Update(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	w.etcd.Fail(fake.MemberList, errors.New("etcdserver: request timed out"))
+	quorum := func() metav1.Condition {
+		t.Helper()
+		w.pass()
+		c := &etcdv1alpha1.EtcdCluster{}
+		if err := w.api.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "r"}, c); err != nil {
+			t.Fatal(err)
+		}
+		return *meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionQuorumAvailable)
+	}
+	if got := quorum(); got.Status != metav1.ConditionFalse || got.Reason != etcdv1alpha1.ReasonQuorumLost || !strings.Contains(got.Message, "No quorum: 3 of 3 voting members answer") {
+		t.Errorf("with every Pod there: QuorumAvailable %s %s: %s", got.Status, got.Reason, got.Message)
+	}
+	for _, name := range []string{"r-1", "r-2"} {
+		if err := w.api.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := quorum()
+	if got.Status != metav1.ConditionFalse || got.Reason != etcdv1alpha1.ReasonQuorumLostForGood ||
+		!strings.Contains(got.Message, "2 of 3 voting members are gone with their data: r-1 (its Pod is gone, and its data was on an emptyDir), r-2") ||
+		!strings.Contains(got.Message, "Survivors, the most advanced first: r-0") {
+		t.Errorf("with r-1 and r-2 gone: QuorumAvailable %s %s: %s", got.Status, got.Reason, got.Message)
+	}
+}

@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
+	"github.com/etcd-operator/etcd-operator/internal/localcluster"
+)
+
+// TestQuorumLostForGood takes the quorum of a 3-member emptyDir cluster
+// away twice. First two members are cut off the network: their Pods and
+// data are there, so the quorum will come back; it is never reported
+// lost for good, and once healed the cluster serves its data again. Then
+// the same two are paused and their Pods deleted: their data went with
+// the emptyDirs, the one left cannot form a quorum again. The cluster
+// says so, naming the gone members and the survivor with its raft index,
+// and the operator changes nothing: the survivor's Pod stays and no
+// member Pod is created.
+func TestQuorumLostForGood(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cluster := newHealthCluster(ctx, t, "lost", nil)
+	key := client.ObjectKeyFromObject(cluster)
+	cli := etcdClient(ctx, t, key.Namespace, key.Name)
+	if _, err := cli.Put(ctx, "kept", "yes"); err != nil {
+		t.Fatal(err)
+	}
+	inject := func(action, pod string) error {
+		return env.Faults.Inject(ctx, localcluster.Fault{Action: action, Namespace: key.Namespace, Pod: pod, Container: builder.EtcdContainerName})
+	}
+	lost := []string{"lost-1", "lost-2"}
+
+	// A partition: the quorum comes back with the members cut off.
+	for _, m := range lost {
+		if err := inject(localcluster.FaultCut, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	healed := false
+	t.Cleanup(func() {
+		for _, m := range lost {
+			if !healed {
+				_ = inject(localcluster.FaultHeal, m)
+			}
+		}
+	})
+	took := awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionQuorumAvailable, metav1.ConditionFalse,
+		"No quorum: 1 of 3 voting members answer (lost-0)", "lost-1, lost-2 keep their Pods and data")
+	t.Logf("two members cut off: QuorumAvailable=False, the quorum to come back, after %s", took.Round(100*time.Millisecond))
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+		if cond := quorumCondition(ctx, t, key); cond.Reason == etcdv1alpha1.ReasonQuorumLostForGood {
+			t.Fatalf("a partition was reported as a quorum lost for good: %s", cond.Message)
+		}
+	}
+	for _, m := range lost {
+		if err := inject(localcluster.FaultHeal, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	healed = true
+	took = awaitCondition(ctx, t, key, 2*time.Minute, etcdv1alpha1.ConditionQuorumAvailable, metav1.ConditionTrue)
+	t.Logf("healed: quorum back after %s", took.Round(100*time.Millisecond))
+	if resp, err := cli.Get(ctx, "kept"); err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("after the partition healed, get kept = %v, %v", resp, err)
+	}
+
+	// Two members gone with their data: paused first, so that no
+	// membership change can happen between the two deletions.
+	survivor := &corev1.Pod{}
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: "lost-0"}, survivor); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range lost {
+		if err := inject(localcluster.FaultPause, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionQuorumAvailable, metav1.ConditionFalse, "No quorum")
+	for _, m := range lost {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: m}}
+		if err := k8sClient.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	took = awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionQuorumAvailable, metav1.ConditionFalse,
+		"Quorum lost for good: 2 of 3 voting members are gone with their data",
+		"lost-1 (its Pod is gone, and its data was on an emptyDir)", "lost-2 (its Pod is gone",
+		"Survivors, the most advanced first: lost-0 (raft index ")
+	cond := quorumCondition(ctx, t, key)
+	if cond.Reason != etcdv1alpha1.ReasonQuorumLostForGood {
+		t.Fatalf("QuorumAvailable reason %q, want %q", cond.Reason, etcdv1alpha1.ReasonQuorumLostForGood)
+	}
+	t.Logf("two members gone with their data: reported after %s: %s", took.Round(100*time.Millisecond), cond.Message)
+
+	// The operator changes nothing on its own.
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Second) {
+		if err := onlyPod(ctx, key.Namespace, survivor.UID); err != nil {
+			t.Fatalf("with the quorum lost for good: %v", err)
+		}
+	}
+}
+
+// quorumCondition is the cluster's QuorumAvailable condition.
+func quorumCondition(ctx context.Context, t *testing.T, key client.ObjectKey) metav1.Condition {
+	t.Helper()
+	c := &etcdv1alpha1.EtcdCluster{}
+	if err := k8sClient.Get(ctx, key, c); err != nil {
+		t.Fatal(err)
+	}
+	if cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionQuorumAvailable); cond != nil {
+		return *cond
+	}
+	return metav1.Condition{}
+}
+
+// onlyPod checks that the Pod of UID uid is the only Pod in namespace ns,
+// and is not being deleted.
+func onlyPod(ctx context.Context, ns string, uid types.UID) error {
+	pods := &corev1.PodList{}
+	if err := k8sClient.List(ctx, pods, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	if len(pods.Items) != 1 || pods.Items[0].UID != uid || pods.Items[0].DeletionTimestamp != nil {
+		var names []string
+		for _, p := range pods.Items {
+			names = append(names, fmt.Sprintf("%s (uid %s, deleting %v)", p.Name, p.UID, p.DeletionTimestamp != nil))
+		}
+		return fmt.Errorf("Pods %v, want only the survivor (uid %s)", names, uid)
+	}
+	return nil
+}
