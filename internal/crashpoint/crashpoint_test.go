@@ -1,7 +1,11 @@
 package crashpoint
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -29,12 +33,35 @@ func TestHit(t *testing.T) {
 			for _, step := range tt.hits {
 				// A new process for each hit, as after a crash.
 				p := FromEnv()
-				p.exit = func(int) { exited = append(exited, step) }
+				p.crash = func() { exited = append(exited, step) }
 				p.Hit(step)
 			}
 			if !slices.Equal(exited, tt.want) {
 				t.Fatalf("exited at %v, want %v", exited, tt.want)
 			}
 		})
+	}
+}
+
+// TestCrashStartsAfresh runs a process that hits an armed step: it
+// crashes and starts again in place (the same process ID, as in the same
+// container), and the new run goes past the step, once.
+func TestCrashStartsAfresh(t *testing.T) {
+	if os.Getenv("CRASHPOINT_CHILD") != "" {
+		FromEnv().Hit("AddLearner")
+		fmt.Printf("past the step as %d\n", os.Getpid())
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashStartsAfresh$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "CRASHPOINT_CHILD=1", EnvSteps+"=AddLearner", EnvDir+"="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if n := strings.Count(string(out), "crashpoint: crashing right after step AddLearner"); n != 1 {
+		t.Errorf("crashed %d times, want once: %s", n, out)
+	}
+	if want := fmt.Sprintf("past the step as %d\n", cmd.Process.Pid); strings.Count(string(out), want) != 1 {
+		t.Errorf("output %q does not say once %q", out, want)
 	}
 }
