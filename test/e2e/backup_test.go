@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,38 +36,83 @@ const backupBucket = "e2e-backups"
 
 // writeKeys writes n keys with values of varied sizes (a few near etcd's
 // 1.5 MiB request limit), overwrites some and deletes others so revisions
-// differ from key to key, and returns what the keys hold and the revision
-// of the last write.
+// differ from key to key, and returns what the keys hold and the
+// cluster's revision once every write is done.
 func writeKeys(ctx context.Context, t *testing.T, cli *clientv3.Client, n int) (map[string]string, int64) {
 	t.Helper()
 	want := map[string]string{}
 	var rev int64
-	put := func(k, v string) {
-		resp, err := cli.Put(ctx, k, v)
-		if err != nil {
-			t.Fatalf("put %s: %v", k, err)
+	var mu sync.Mutex
+	// Each phase writes distinct keys, 16 at a time: members commit
+	// concurrent writes together (one sync for many), and 11,000 writes
+	// one after the other took minutes.
+	phase := func(keys []int, op func(k string, i int) (int64, error)) {
+		t.Helper()
+		work := make(chan int)
+		errs := make(chan error, len(keys))
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				for i := range work {
+					r, err := op(fmt.Sprintf("/data/%05d", i), i)
+					if err != nil {
+						errs <- err
+						continue
+					}
+					mu.Lock()
+					rev = max(rev, r)
+					mu.Unlock()
+				}
+			})
 		}
-		want[k], rev = v, resp.Header.Revision
+		for _, i := range keys {
+			work <- i
+		}
+		close(work)
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
-	for i := range n {
+	put := func(value func(i int) string) func(k string, i int) (int64, error) {
+		return func(k string, i int) (int64, error) {
+			v := value(i)
+			resp, err := cli.Put(ctx, k, v)
+			if err != nil {
+				return 0, fmt.Errorf("put %s: %w", k, err)
+			}
+			mu.Lock()
+			want[k] = v
+			mu.Unlock()
+			return resp.Header.Revision, nil
+		}
+	}
+	every := func(from, step int) []int {
+		var keys []int
+		for i := from; i < n; i += step {
+			keys = append(keys, i)
+		}
+		return keys
+	}
+	phase(every(0, 1), put(func(i int) string {
 		size := 1 + (i*37)%2000
 		if i%2500 == 0 {
 			size = 1400 << 10
 		}
-		put(fmt.Sprintf("/data/%05d", i), strings.Repeat(string(rune('a'+i%26)), size))
-	}
-	for i := 0; i < n; i += 10 {
-		put(fmt.Sprintf("/data/%05d", i), fmt.Sprintf("overwritten-%d", i))
-	}
-	for i := 5; i < n; i += 50 {
-		k := fmt.Sprintf("/data/%05d", i)
+		return strings.Repeat(string(rune('a'+i%26)), size)
+	}))
+	phase(every(0, 10), put(func(i int) string { return fmt.Sprintf("overwritten-%d", i) }))
+	phase(every(5, 50), func(k string, _ int) (int64, error) {
 		resp, err := cli.Delete(ctx, k)
 		if err != nil {
-			t.Fatal(err)
+			return 0, fmt.Errorf("delete %s: %w", k, err)
 		}
+		mu.Lock()
 		delete(want, k)
-		rev = resp.Header.Revision
-	}
+		mu.Unlock()
+		return resp.Header.Revision, nil
+	})
 	return want, rev
 }
 
