@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -98,21 +99,26 @@ func armCrashPoints(ctx context.Context, t *testing.T, steps []string) *corev1.P
 	const volume = "crashpoints"
 	setCrashPoints := func(arm bool) {
 		t.Helper()
-		d := &appsv1.Deployment{}
-		if err := k8sClient.Get(ctx, operatorDeployment, d); err != nil {
-			t.Fatal(err)
-		}
-		spec := &d.Spec.Template.Spec
-		ctr := &spec.Containers[0]
-		ctr.Env = slices.DeleteFunc(ctr.Env, func(e corev1.EnvVar) bool { return e.Name == crashpoint.EnvSteps || e.Name == crashpoint.EnvDir })
-		ctr.VolumeMounts = slices.DeleteFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == volume })
-		spec.Volumes = slices.DeleteFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == volume })
-		if arm {
-			ctr.Env = append(ctr.Env, corev1.EnvVar{Name: crashpoint.EnvSteps, Value: strings.Join(steps, ",")}, corev1.EnvVar{Name: crashpoint.EnvDir, Value: "/crashpoints"})
-			ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: volume, MountPath: "/crashpoints"})
-			spec.Volumes = append(spec.Volumes, corev1.Volume{Name: volume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-		}
-		if err := k8sClient.Update(ctx, d); err != nil {
+		// The Deployment controller writes its status meanwhile (a
+		// rollout that just began): read and update again on a conflict.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			d := &appsv1.Deployment{}
+			if err := k8sClient.Get(ctx, operatorDeployment, d); err != nil {
+				return err
+			}
+			spec := &d.Spec.Template.Spec
+			ctr := &spec.Containers[0]
+			ctr.Env = slices.DeleteFunc(ctr.Env, func(e corev1.EnvVar) bool { return e.Name == crashpoint.EnvSteps || e.Name == crashpoint.EnvDir })
+			ctr.VolumeMounts = slices.DeleteFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == volume })
+			spec.Volumes = slices.DeleteFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == volume })
+			if arm {
+				ctr.Env = append(ctr.Env, corev1.EnvVar{Name: crashpoint.EnvSteps, Value: strings.Join(steps, ",")}, corev1.EnvVar{Name: crashpoint.EnvDir, Value: "/crashpoints"})
+				ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: volume, MountPath: "/crashpoints"})
+				spec.Volumes = append(spec.Volumes, corev1.Volume{Name: volume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+			}
+			return k8sClient.Update(ctx, d)
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
