@@ -515,9 +515,12 @@ func (r *TopologyReconciler) event(c *etcdv1alpha1.EtcdCluster, eventType, reaso
 func topologyStatus(o observed, a action, actErr error) statusPatch {
 	c := o.cluster
 	ready := readyVoters(o)
+	// Members, not Pods: during a roll the new member's Pod may exist
+	// before it joins, and counting it showed every replica updated
+	// while an old member was still to leave.
 	updated, specHash := 0, builder.PodSpecHash(c)
-	for _, p := range o.pods {
-		if !o.outdated(p, specHash) {
+	for _, m := range o.members {
+		if p, ok := o.pods[memberName(c, m)]; ok && !o.outdated(p, specHash) {
 			updated++
 		}
 	}

@@ -142,3 +142,31 @@ func TestRefusalOf(t *testing.T) {
 		})
 	}
 }
+
+// TestUpdatedReplicas checks that status.updatedReplicas counts members
+// running the current spec, not Pods: in a roll by surge the new member's
+// Pod exists before it joins, and counting it said 3 of 3 updated while
+// an old member was still to leave (TestBackupDuringRollAndReplacement
+// then picked that member to harm, as it left).
+func TestUpdatedReplicas(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		world world
+		want  int64
+	}{
+		{"all updated", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0"}, 3},
+		{"one outdated", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0"}}, 2},
+		{"a new Pod not yet a member", world{replicas: 3, voters: []string{"a-0", "a-3", "a-4"}, pods: []string{"a-0", "a-3", "a-4", "a-5"}, leader: "a-0", outdated: []string{"a-0"}}, 2},
+		{"a learner counts", world{replicas: 3, voters: []string{"a-0", "a-3", "a-4"}, learners: []string{"a-5"}, pods: []string{"a-0", "a-3", "a-4", "a-5"}, leader: "a-0", outdated: []string{"a-0"}}, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := topologyStatus(tt.world.observed(), action{kind: actNone}, nil)
+			if got := s.fields["updatedReplicas"]; got != tt.want {
+				t.Errorf("updatedReplicas = %v, want %d", got, tt.want)
+			}
+		})
+	}
+}

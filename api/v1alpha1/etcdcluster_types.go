@@ -600,8 +600,8 @@ type EtcdClusterStatus struct {
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Ready Replicas"
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
 
-	// updatedReplicas is the number of member Pods built from the current
-	// spec; the others are rolled one at a time.
+	// updatedReplicas is the number of members whose Pods are built from
+	// the current spec; the others are rolled one at a time.
 	//
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Updated Replicas"
