@@ -114,8 +114,8 @@ func (r *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 // that answer tell about c's quorum, with its Pods and claims: whether it
 // is lost for good, and the evidence; nil otherwise.
 func (r *HealthReconciler) quorumLoss(ctx context.Context, c *etcdv1alpha1.EtcdCluster, pods []*corev1.Pod, p probe) (*quorumLoss, error) {
-	if p.members != nil || p.local == nil || !ofCluster(c, p.localClusterID) {
-		return nil, nil
+	if p.local == nil {
+		return nil, nil // a quorum gave the member list, or no member answers
 	}
 	claims, _, err := claimsOf(ctx, r.Client, c)
 	if err != nil {
@@ -125,8 +125,10 @@ func (r *HealthReconciler) quorumLoss(ctx context.Context, c *etcdv1alpha1.EtcdC
 	for _, pod := range pods {
 		byName[pod.Name] = pod
 	}
-	l, _ := lostQuorum(c, p, byName, claims)
-	return &l, nil
+	if l, judged := lostQuorum(c, p, byName, claims); judged {
+		return &l, nil
+	}
+	return nil, nil
 }
 
 // applyHealth writes status.members and the health conditions.

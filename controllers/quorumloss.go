@@ -40,9 +40,9 @@ type survivor struct {
 	status etcd.Status
 }
 
-// lostQuorum tells whether the voters of p.local (the member list a
-// member gives without a quorum) have lost their quorum for good, and
-// the evidence. pods are c's member Pods by name, claims the members
+// lostQuorum judges the quorum of the voters of p.local (the member list
+// a member gives without a quorum): whether it is lost for good, and the
+// evidence; false when there is nothing to judge. pods are c's member Pods by name, claims the members
 // whose claims exist and are not being deleted. Only a cluster that has
 // formed can lose its quorum, and only members of the cluster ID in c's
 // status count: a list or an answer from another cluster is no evidence
@@ -84,7 +84,7 @@ func lostQuorum(c *etcdv1alpha1.EtcdCluster, p probe, pods map[string]*corev1.Po
 		return cmp.Compare(a.id, b.id)
 	})
 	l.forGood = l.voters-len(l.gone) < etcdv1alpha1.Quorum(l.voters)
-	return l, l.forGood
+	return l, true
 }
 
 // ofCluster tells whether id is the cluster ID c's status records.
