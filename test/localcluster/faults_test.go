@@ -275,20 +275,39 @@ func TestFaultThrottle(t *testing.T) {
 	fault := localcluster.Fault{Action: localcluster.FaultThrottle, Namespace: ns, Pod: "busy"}
 	inject(ctx, t, fault)
 	throttled, n := median5(n)
-	stat, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpu", "localcluster-"+ns+"-busy-main", "cpu.stat"))
+	group := filepath.Join("/sys/fs/cgroup/cpu", "localcluster-"+ns+"-busy-main")
+	stat, err := os.ReadFile(filepath.Join(group, "cpu.stat"))
 	if err != nil || !regexp.MustCompile(`(?m)^nr_throttled [1-9]`).Match(stat) {
 		t.Errorf("the kernel did not throttle the container: %v, %s", err, stat)
+	}
+	procs, err := os.ReadFile(filepath.Join(group, "cgroup.procs"))
+	if err != nil || len(strings.Fields(string(procs))) == 0 {
+		t.Fatalf("the throttled group holds no process: %v, %q", err, procs)
 	}
 	fault.Action = localcluster.FaultUnthrottle
 	inject(ctx, t, fault)
 	again, _ := median5(n)
 	t.Logf("a loop took %d ms, throttled %d ms, unthrottled %d ms", free, throttled, again)
-	// At a tenth of a CPU a loop takes ten times its CPU time; unthrottled
-	// it shares two cores with the other tests, so twice is the claim.
+	// At a tenth of a CPU a loop takes ten times its CPU time; free, it
+	// shares two cores with the other tests, so twice is the claim.
 	if throttled < 2*free {
 		t.Errorf("throttled, a loop took %d ms, not twice its %d ms", throttled, free)
 	}
-	if again*2 > throttled {
-		t.Errorf("unthrottled, a loop took %d ms, not half its throttled %d ms", again, throttled)
+	// Unthrottled, the speed of a loop is whatever share of two busy cores
+	// the other tests leave it (CI once saw 338 ms against 413 throttled),
+	// so the claim is the kernel's: no quota applies to the container any
+	// more, because its processes are back in the root group and the
+	// throttled group is gone.
+	if _, err := os.Stat(group); !os.IsNotExist(err) {
+		t.Errorf("the throttled group %s is still there: %v", group, err)
+	}
+	for _, pid := range strings.Fields(string(procs)) {
+		cg, err := os.ReadFile(filepath.Join("/proc", pid, "cgroup"))
+		if err != nil {
+			continue // the process ended, as the shell's subshells do
+		}
+		if line := regexp.MustCompile(`(?m)^\d+:[^:]*\bcpu\b[^:]*:(.*)$`).FindSubmatch(cg); line == nil || string(line[1]) != "/" {
+			t.Errorf("process %s is not back in the root CPU group: %s", pid, cg)
+		}
 	}
 }
