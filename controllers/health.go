@@ -22,6 +22,9 @@ type healthReport struct {
 	conditions []metav1.Condition
 	// quorum tells whether a quorum of voters answered.
 	quorum bool
+	// recoveryPlan is, when the quorum is lost for good, how the cluster
+	// could be rebuilt from a survivor.
+	recoveryPlan *etcdv1alpha1.RecoveryPlan
 }
 
 // assess turns a probe into the members' status and the health
@@ -33,8 +36,13 @@ type healthReport struct {
 // answer tell about the quorum; nil otherwise.
 func assess(c *etcdv1alpha1.EtcdCluster, p probe, lost *quorumLoss, now time.Time) healthReport {
 	voters, healthy := voterCounts(p)
+	var plan *etcdv1alpha1.RecoveryPlan
+	if lost != nil {
+		plan = lost.recoveryPlan(c)
+	}
 	return healthReport{
-		members: keepProbeTimes(c.Status.Members, memberStatuses(c, p, now), now),
+		recoveryPlan: plan,
+		members:      keepProbeTimes(c.Status.Members, memberStatuses(c, p, now), now),
 		conditions: []metav1.Condition{
 			quorumCondition(c, p, lost),
 			degradedCondition(c, p),
@@ -78,17 +86,31 @@ func keepProbeTimes(was, now []etcdv1alpha1.MemberStatus, at time.Time) []etcdv1
 }
 
 // memberStatuses is the status of each member, sorted by name. When no
-// member answers, the members of the last status stay listed as
-// unreachable: nothing of the last good probe is kept but who they are.
+// quorum gives the member list, the members of the last status stay
+// listed as unreachable: of the last good probe, only who they are and
+// their raft progress are kept (a member of the cluster that still
+// answers gives its own), so that the highest raft index the cluster
+// reached is known when its quorum is lost for good.
 func memberStatuses(c *etcdv1alpha1.EtcdCluster, p probe, now time.Time) []etcdv1alpha1.MemberStatus {
 	probed := metav1.NewTime(now)
 	if p.members == nil {
+		answered := map[string]etcd.Status{}
+		for _, st := range p.statuses {
+			if ofCluster(c, st.ClusterID) {
+				answered[etcd.FormatID(st.MemberID)] = st
+			}
+		}
 		var out []etcdv1alpha1.MemberStatus
 		for _, was := range c.Status.Members {
-			out = append(out, etcdv1alpha1.MemberStatus{
+			ms := etcdv1alpha1.MemberStatus{
 				Name: was.Name, ID: was.ID, PeerURLs: was.PeerURLs, ClientURLs: was.ClientURLs,
+				RaftTerm: was.RaftTerm, RaftIndex: was.RaftIndex,
 				LastError: unreachable(p), LastProbeTime: &probed,
-			})
+			}
+			if st, ok := answered[was.ID]; ok {
+				ms.RaftTerm, ms.RaftIndex = st.RaftTerm, st.RaftIndex
+			}
+			out = append(out, ms)
 		}
 		return out
 	}

@@ -142,6 +142,15 @@ func (r *HealthReconciler) applyHealth(ctx context.Context, c *etcdv1alpha1.Etcd
 		members = append(members, u)
 	}
 	patch := statusPatch{conditions: append(report.conditions, maintenanceCondition(c, step)), fields: map[string]any{"members": members}}
+	if report.recoveryPlan != nil {
+		// Absent from the apply, the field is removed: the plan shows only
+		// while the quorum is lost for good.
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(report.recoveryPlan)
+		if err != nil {
+			return fmt.Errorf("converting the recovery plan: %w", err)
+		}
+		patch.fields["recoveryPlan"] = u
+	}
 	return applyStatus(ctx, r.Client, c, HealthFieldManager, patch)
 }
 

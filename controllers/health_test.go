@@ -3,6 +3,8 @@ package controllers
 import (
 	"cmp"
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -255,5 +257,35 @@ func TestKeepProbeTimes(t *testing.T) {
 				t.Errorf("lastProbeTime %s, want %s", got.LastProbeTime.Time, want)
 			}
 		})
+	}
+}
+
+// TestNoQuorumKeepsRaftProgress: while no quorum gives the member list,
+// each member keeps the raft progress a probe last saw, and one that
+// still answers for the cluster gives its own: the highest index the
+// cluster reached stays known for a recovery plan.
+func TestNoQuorumKeepsRaftProgress(t *testing.T) {
+	t.Parallel()
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns"}}
+	c.Status.ClusterID = etcd.FormatID(9)
+	c.Status.Members = []etcdv1alpha1.MemberStatus{
+		{Name: "a-0", ID: "1", Healthy: true, RaftTerm: 2, RaftIndex: 100, DBSize: 4096},
+		{Name: "a-1", ID: "2", Healthy: true, RaftTerm: 2, RaftIndex: 120},
+		{Name: "a-2", ID: "3", Healthy: true, RaftTerm: 2, RaftIndex: 110},
+	}
+	p := probe{err: errors.New("etcdserver: request timed out"), statuses: map[string]etcd.Status{
+		"a-0": {MemberID: 1, ClusterID: 9, RaftTerm: 3, RaftIndex: 105},
+		"a-2": {MemberID: 3, ClusterID: 8, RaftTerm: 5, RaftIndex: 999}, // another cluster's answer
+	}}
+	got := map[string]string{}
+	for _, m := range memberStatuses(c, p, time.Now()) {
+		if m.Healthy || m.LastError == "" || m.DBSize != 0 {
+			t.Errorf("%s: healthy %v, lastError %q, dbSize %d: want unhealthy, with a reason, nothing else kept", m.Name, m.Healthy, m.LastError, m.DBSize)
+		}
+		got[m.Name] = fmt.Sprintf("%d/%d", m.RaftTerm, m.RaftIndex)
+	}
+	want := map[string]string{"a-0": "3/105", "a-1": "2/120", "a-2": "2/110"}
+	if !maps.Equal(got, want) {
+		t.Errorf("raft term/index = %v, want %v", got, want)
 	}
 }

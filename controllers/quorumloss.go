@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -146,7 +148,7 @@ func (l quorumLoss) message() string {
 	if len(l.silent) > 0 {
 		fmt.Fprintf(&b, " Not answering, data kept: %s.", strings.Join(l.silent, ", "))
 	}
-	b.WriteString(" The operator does not rebuild a lost quorum by itself: restore a backup into a new EtcdCluster (docs/backups.md).")
+	b.WriteString(" status.recoveryPlan shows what rebuilding the cluster from its most advanced survivor could lose. The operator does not rebuild a lost quorum (yet): restore a backup into a new EtcdCluster (docs/recovery.md).")
 	return b.String()
 }
 
@@ -157,4 +159,33 @@ func (l quorumLoss) goneNames() []string {
 		names[i] = g.name
 	}
 	return names
+}
+
+// recoveryPlan is how c, whose quorum l is lost for good, could be
+// rebuilt from its most advanced survivor (nil when it is not lost for
+// good or nothing survives): that survivor's progress, the highest raft
+// index any member of c was seen at (status.members keeps it while the
+// quorum is lost), and the entries between the two.
+func (l quorumLoss) recoveryPlan(c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.RecoveryPlan {
+	if !l.forGood || len(l.survivors) == 0 {
+		return nil
+	}
+	sv := l.survivors[0]
+	highest := sv.status.RaftIndex
+	for _, m := range c.Status.Members {
+		highest = max(highest, m.RaftIndex)
+	}
+	gone := make([]string, len(l.gone))
+	for i, g := range l.gone {
+		gone[i] = g.name + ": " + g.why
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%x\n%d\n%s", c.Status.ClusterID, sv.id, sv.status.RaftIndex, strings.Join(l.goneNames(), ","))
+	return &etcdv1alpha1.RecoveryPlan{
+		ID:       hex.EncodeToString(h.Sum(nil))[:12],
+		Survivor: sv.name, SurvivorID: etcd.FormatID(sv.id),
+		RaftIndex: int64(sv.status.RaftIndex), RaftTerm: int64(sv.status.RaftTerm), AppliedIndex: int64(sv.status.RaftAppliedIndex),
+		HighestRaftIndexSeen: int64(highest), EntriesAtRisk: int64(highest - sv.status.RaftIndex),
+		Gone: gone,
+	}
 }

@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"errors"
+	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,9 +43,17 @@ type lossWorld struct {
 	foreign    bool   // the local list comes from another cluster ID
 	// otherCluster is a member that answers for another cluster ID.
 	otherCluster string
+	// seen gives members the raft index the last status recorded.
+	seen map[string]uint64
 }
 
 func (w lossWorld) run() (quorumLoss, bool) {
+	c, p, pods, claims := w.build()
+	return lostQuorum(c, p, pods, claims)
+}
+
+// build is w's cluster, probe, member Pods by name and claims.
+func (w lossWorld) build() (*etcdv1alpha1.EtcdCluster, probe, map[string]*corev1.Pod, map[string]bool) {
 	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "ns"}, Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To(int32(w.n))}}
 	if !w.unformed {
 		c.Status.ClusterID = etcd.FormatID(7)
@@ -95,7 +105,69 @@ func (w lossWorld) run() (quorumLoss, bool) {
 		p.members = members
 	}
 	p.local = members
-	return lostQuorum(c, p, pods, claims)
+	for _, name := range slices.Sorted(maps.Keys(w.seen)) {
+		c.Status.Members = append(c.Status.Members, etcdv1alpha1.MemberStatus{Name: name, RaftIndex: w.seen[name]})
+	}
+	return c, p, pods, claims
+}
+
+// TestRecoveryPlan: a quorum lost for good gets a plan to rebuild from
+// the most advanced survivor, with how many entries other members were
+// seen holding beyond it; its ID changes with the survivor, its index and
+// the gone members, and with nothing else.
+func TestRecoveryPlan(t *testing.T) {
+	five := lossWorld{n: 5, noPod: []string{"q-0", "q-1", "q-2"}, index: map[string]uint64{"q-3": 90, "q-4": 95}, seen: map[string]uint64{"q-0": 120, "q-3": 80}}
+	planOf := func(w lossWorld) *etcdv1alpha1.RecoveryPlan {
+		t.Helper()
+		c, p, pods, claims := w.build()
+		l, judged := lostQuorum(c, p, pods, claims)
+		if !judged {
+			t.Fatalf("%+v: not judged", w)
+		}
+		return l.recoveryPlan(c)
+	}
+	got := planOf(five)
+	want := &etcdv1alpha1.RecoveryPlan{ID: got.ID, Survivor: "q-4", SurvivorID: "5", RaftIndex: 95, RaftTerm: 2, AppliedIndex: 95,
+		HighestRaftIndexSeen: 120, EntriesAtRisk: 25, Gone: []string{
+			"q-0: its Pod is gone, and its data was on an emptyDir", "q-1: its Pod is gone, and its data was on an emptyDir", "q-2: its Pod is gone, and its data was on an emptyDir"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("plan\n%+v, want\n%+v", *got, *want)
+	}
+	if len(got.ID) != 12 {
+		t.Errorf("plan ID %q: want 12 hex digits", got.ID)
+	}
+	if again := planOf(five); again.ID != got.ID {
+		t.Errorf("the same loss has plan IDs %s and %s", got.ID, again.ID)
+	}
+	// The survivor is ahead of every index seen: nothing is at risk.
+	ahead := five
+	ahead.seen = map[string]uint64{"q-0": 60}
+	if p := planOf(ahead); p.EntriesAtRisk != 0 || p.HighestRaftIndexSeen != 95 {
+		t.Errorf("survivor ahead: highest %d, at risk %d; want 95, 0", p.HighestRaftIndexSeen, p.EntriesAtRisk)
+	}
+	if p := planOf(ahead); p.ID != got.ID {
+		t.Errorf("the indexes seen changed the plan ID: %s, was %s", p.ID, got.ID)
+	}
+	changed := map[string]lossWorld{}
+	advanced := five
+	advanced.index = map[string]uint64{"q-3": 90, "q-4": 96}
+	changed["the survivor advanced"] = advanced
+	other := five
+	other.index = map[string]uint64{"q-3": 97, "q-4": 95}
+	changed["another survivor"] = other
+	moreGone := lossWorld{n: 5, noPod: []string{"q-0", "q-1", "q-2", "q-3"}, index: five.index}
+	changed["one more gone"] = moreGone
+	for what, w := range changed {
+		if p := planOf(w); p.ID == got.ID {
+			t.Errorf("%s: the plan ID stayed %s", what, p.ID)
+		}
+	}
+	if p := planOf(lossWorld{n: 3, noPod: []string{"q-2"}, silent: []string{"q-1"}}); p != nil {
+		t.Errorf("a quorum that can come back has a plan: %+v", p)
+	}
+	if p := planOf(lossWorld{n: 3, noPod: []string{"q-1", "q-2"}, silent: []string{"q-0"}}); p != nil {
+		t.Errorf("a loss without a survivor that answers has a plan: %+v", p)
+	}
 }
 
 func TestLostQuorum(t *testing.T) {
@@ -180,6 +252,7 @@ func TestHealthTellsAQuorumLostForGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.etcd.Fail(fake.MemberList, errors.New("etcdserver: request timed out"))
+	var plan *etcdv1alpha1.RecoveryPlan
 	quorum := func() metav1.Condition {
 		t.Helper()
 		w.pass()
@@ -187,10 +260,14 @@ func TestHealthTellsAQuorumLostForGood(t *testing.T) {
 		if err := w.api.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "r"}, c); err != nil {
 			t.Fatal(err)
 		}
+		plan = c.Status.RecoveryPlan
 		return *meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionQuorumAvailable)
 	}
 	if got := quorum(); got.Status != metav1.ConditionFalse || got.Reason != etcdv1alpha1.ReasonQuorumLost || !strings.Contains(got.Message, "No quorum: 3 of 3 voting members answer") {
 		t.Errorf("with every Pod there: QuorumAvailable %s %s: %s", got.Status, got.Reason, got.Message)
+	}
+	if plan != nil {
+		t.Errorf("a quorum that can come back has a recovery plan: %+v", *plan)
 	}
 	for _, name := range []string{"r-1", "r-2"} {
 		if err := w.api.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}); err != nil {
@@ -202,5 +279,8 @@ func TestHealthTellsAQuorumLostForGood(t *testing.T) {
 		!strings.Contains(got.Message, "2 of 3 voting members are gone with their data: r-1 (its Pod is gone, and its data was on an emptyDir), r-2") ||
 		!strings.Contains(got.Message, "Survivors, the most advanced first: r-0") {
 		t.Errorf("with r-1 and r-2 gone: QuorumAvailable %s %s: %s", got.Status, got.Reason, got.Message)
+	}
+	if plan == nil || plan.Survivor != "r-0" || len(plan.Gone) != 2 || plan.ID == "" {
+		t.Errorf("with r-1 and r-2 gone: recovery plan %+v, want one from r-0 without r-1 and r-2", plan)
 	}
 }

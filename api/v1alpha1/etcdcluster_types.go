@@ -647,6 +647,55 @@ type EtcdClusterStatus struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=status,displayName="Members"
 	Members []MemberStatus `json:"members,omitempty"`
+
+	// recoveryPlan is, while the quorum is lost for good (condition
+	// QuorumAvailable, reason QuorumLostForGood), how the cluster could be
+	// rebuilt from its most advanced survivor and what that could lose:
+	// the evidence for choosing between that and a restore from a backup
+	// (docs/recovery.md). It is absent otherwise.
+	//
+	// +optional
+	RecoveryPlan *RecoveryPlan `json:"recoveryPlan,omitempty"`
+}
+
+// RecoveryPlan is how a cluster whose quorum is lost for good could be
+// rebuilt from one survivor.
+type RecoveryPlan struct {
+	// id names this plan. It is a hash of the cluster ID, the survivor, its
+	// raft index and the gone members, so it changes whenever any of them
+	// does.
+	ID string `json:"id"`
+
+	// survivor is the member the cluster would be rebuilt from: of the
+	// voters that answer, the one with the highest raft index, then the
+	// highest raft term, then the lowest member ID.
+	Survivor string `json:"survivor"`
+
+	// survivorID is the survivor's etcd member ID in hexadecimal.
+	SurvivorID string `json:"survivorID"`
+
+	// raftIndex, raftTerm and appliedIndex are the survivor's raft
+	// progress: the index of the last entry it holds, its term, and the
+	// index of the last entry it applied.
+	RaftIndex    int64 `json:"raftIndex"`
+	RaftTerm     int64 `json:"raftTerm"`
+	AppliedIndex int64 `json:"appliedIndex"`
+
+	// highestRaftIndexSeen is the highest raft index the operator saw any
+	// member of the cluster at (status.members keeps each member's last
+	// one while the quorum is lost).
+	HighestRaftIndexSeen int64 `json:"highestRaftIndexSeen"`
+
+	// entriesAtRisk is highestRaftIndexSeen minus raftIndex: how many raft
+	// entries (writes, and etcd's own entries) other members were seen
+	// holding that the survivor lacks. Entries committed after the last
+	// probe that reached a gone member are not counted.
+	EntriesAtRisk int64 `json:"entriesAtRisk"`
+
+	// gone are the voters whose data is gone, each with why.
+	//
+	// +listType=atomic
+	Gone []string `json:"gone"`
 }
 
 // MemberStatus is one etcd member as last observed.
@@ -696,7 +745,9 @@ type MemberStatus struct {
 	// +optional
 	DBSizeInUse int64 `json:"dbSizeInUse,omitempty"`
 
-	// raftTerm and raftIndex are the member's raft progress.
+	// raftTerm and raftIndex are the member's raft progress. While no
+	// quorum answers, each member keeps the last ones a probe saw, so
+	// the highest raft index the cluster reached stays known.
 	//
 	// +optional
 	RaftTerm uint64 `json:"raftTerm,omitempty"`

@@ -3,9 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,17 +18,21 @@ import (
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 	"github.com/etcd-operator/etcd-operator/internal/builder"
 	"github.com/etcd-operator/etcd-operator/internal/localcluster"
+	"github.com/etcd-operator/etcd-operator/test/support"
 )
 
 // TestQuorumLostForGood takes the quorum of a 3-member emptyDir cluster
 // away twice. First two members are cut off the network: their Pods and
 // data are there, so the quorum will come back; it is never reported
 // lost for good, and once healed the cluster serves its data again. Then
-// the same two are paused and their Pods deleted: their data went with
-// the emptyDirs, the one left cannot form a quorum again. The cluster
-// says so, naming the gone members and the survivor with its raft index,
-// and the operator changes nothing: the survivor's Pod stays and no
-// member Pod is created.
+// the third is cut off while the two commit 20 writes, the two are paused
+// and their Pods deleted, and the third healed: the data of the two went
+// with the emptyDirs, the one left is behind and cannot form a quorum
+// again. The cluster says so, naming the gone members and the survivor
+// with its raft index; status.recoveryPlan counts at least the 20 entries
+// the survivor lacks, under an ID that stays while nothing changes; and
+// the operator changes nothing: the survivor's Pod stays and no member
+// Pod is created.
 func TestQuorumLostForGood(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -74,6 +81,49 @@ func TestQuorumLostForGood(t *testing.T) {
 		t.Fatalf("after the partition healed, get kept = %v, %v", resp, err)
 	}
 
+	if c := getCluster(ctx, t, key); c.Status.RecoveryPlan != nil {
+		t.Errorf("after a partition, a recovery plan: %+v", *c.Status.RecoveryPlan)
+	}
+
+	// The survivor-to-be falls behind: cut off while the other two commit
+	// writes, until a probe has seen them ahead (the high-water mark of
+	// the recovery plan).
+	if err := inject(localcluster.FaultCut, "lost-0"); err != nil {
+		t.Fatal(err)
+	}
+	behindFrom := int64(memberStatus(ctx, t, key, "lost-0").RaftIndex)
+	var endpoints []string
+	for _, m := range lost {
+		pod := &corev1.Pod{}
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: m}, pod); err != nil {
+			t.Fatal(err)
+		}
+		endpoints = append(endpoints, "http://"+net.JoinHostPort(pod.Status.PodIP, "2379"))
+	}
+	// Straight to the two, not through the Service, which may route to
+	// lost-0 until its Pod is seen not Ready.
+	pair, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = pair.Close() }()
+	const behind = 20
+	for i := range behind {
+		support.Eventually(t, time.Minute, "a put with lost-0 cut off", func() error {
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			_, err := pair.Put(pctx, fmt.Sprintf("behind-%d", i), "x")
+			return err
+		})
+	}
+	var ahead int64
+	support.Eventually(t, time.Minute, "a probe to see lost-1 ahead of lost-0", func() error {
+		if ahead = int64(memberStatus(ctx, t, key, "lost-1").RaftIndex); ahead < behindFrom+behind {
+			return fmt.Errorf("lost-1 at raft index %d, lost-0 was at %d", ahead, behindFrom)
+		}
+		return nil
+	})
+
 	// Two members gone with their data: paused first, so that no
 	// membership change can happen between the two deletions.
 	survivor := &corev1.Pod{}
@@ -84,6 +134,9 @@ func TestQuorumLostForGood(t *testing.T) {
 		if err := inject(localcluster.FaultPause, m); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := inject(localcluster.FaultHeal, "lost-0"); err != nil {
+		t.Fatal(err)
 	}
 	awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionQuorumAvailable, metav1.ConditionFalse, "No quorum")
 	for _, m := range lost {
@@ -102,12 +155,38 @@ func TestQuorumLostForGood(t *testing.T) {
 	}
 	t.Logf("two members gone with their data: reported after %s: %s", took.Round(100*time.Millisecond), cond.Message)
 
+	// The plan: rebuild from lost-0, which lacks at least the writes it
+	// missed. Its ID stays while nothing changes.
+	plan := getCluster(ctx, t, key).Status.RecoveryPlan
+	if plan == nil {
+		t.Fatal("no status.recoveryPlan with the quorum lost for good")
+	}
+	t.Logf("recovery plan %s: survivor %s at raft index %d (term %d, applied %d), highest seen %d, %d entries at risk, gone %v",
+		plan.ID, plan.Survivor, plan.RaftIndex, plan.RaftTerm, plan.AppliedIndex, plan.HighestRaftIndexSeen, plan.EntriesAtRisk, plan.Gone)
+	if plan.Survivor != "lost-0" || len(plan.Gone) != 2 || plan.HighestRaftIndexSeen < ahead ||
+		plan.EntriesAtRisk < behind || plan.EntriesAtRisk != plan.HighestRaftIndexSeen-plan.RaftIndex {
+		t.Errorf("recovery plan %+v: want lost-0 to survive, lost-1 and lost-2 gone, at least %d entries at risk below raft index %d", *plan, behind, ahead)
+	}
+
 	// The operator changes nothing on its own.
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Second) {
 		if err := onlyPod(ctx, key.Namespace, survivor.UID); err != nil {
 			t.Fatalf("with the quorum lost for good: %v", err)
 		}
 	}
+	if now := getCluster(ctx, t, key).Status.RecoveryPlan; now == nil || now.ID != plan.ID {
+		t.Errorf("30 s later, with nothing changed, the recovery plan is %+v, was %s", now, plan.ID)
+	}
+}
+
+// getCluster reads the cluster of key.
+func getCluster(ctx context.Context, t *testing.T, key client.ObjectKey) *etcdv1alpha1.EtcdCluster {
+	t.Helper()
+	c := &etcdv1alpha1.EtcdCluster{}
+	if err := k8sClient.Get(ctx, key, c); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // quorumCondition is the cluster's QuorumAvailable condition.
