@@ -179,10 +179,9 @@ func (l quorumLoss) recoveryPlan(c *etcdv1alpha1.EtcdCluster) *etcdv1alpha1.Reco
 	for i, g := range l.gone {
 		gone[i] = g.name + ": " + g.why
 	}
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%x\n%d\n%s", c.Status.ClusterID, sv.id, sv.status.RaftIndex, strings.Join(l.goneNames(), ","))
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\n%x\n%d\n%s", c.Status.ClusterID, sv.id, sv.status.RaftIndex, strings.Join(l.goneNames(), ",")))
 	return &etcdv1alpha1.RecoveryPlan{
-		ID:       hex.EncodeToString(h.Sum(nil))[:12],
+		ID:       hex.EncodeToString(sum[:])[:12],
 		Survivor: sv.name, SurvivorID: etcd.FormatID(sv.id),
 		RaftIndex: int64(sv.status.RaftIndex), RaftTerm: int64(sv.status.RaftTerm), AppliedIndex: int64(sv.status.RaftAppliedIndex),
 		HighestRaftIndexSeen: int64(highest), EntriesAtRisk: int64(highest - sv.status.RaftIndex),
