@@ -77,7 +77,7 @@ func (b *bench) fleetOf(ctx context.Context, ns string, n int, idle bool, what s
 	}
 	settled := time.Since(start)
 	fmt.Fprintf(os.Stderr, "  in place in %s\n", settled.Round(100*time.Millisecond))
-	rss, cpu, err := b.operatorAtRest(fleetRestWindow)
+	rss, cpu, err := b.operatorAtRest(fmt.Sprintf("fleet-%d", n), fleetRestWindow)
 	if err != nil {
 		return err
 	}

@@ -19,8 +19,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -49,6 +52,7 @@ func main() {
 	only := flag.String("scenarios", strings.Join(scenarios, ","), "The scenarios to run, comma-separated, from "+strings.Join(scenarios, ", ")+".")
 	flag.IntVar(&fleetRunning, "fleet-running", fleetRunning, "Clusters of 1 member the fleet scenario runs.")
 	flag.IntVar(&fleetIdle, "fleet-idle", fleetIdle, "Clusters whose members never start that the fleet scenario creates after the running ones are gone.")
+	flag.StringVar(&cpuProfile, "cpu-profile", "", "Run the operator with Go's pprof endpoints on and write a CPU profile of each window at rest to this path (suffixed with the scenario), for `go tool pprof`.")
 	flag.Parse()
 	if *memoryOnly {
 		*only = "memory"
@@ -84,6 +88,15 @@ func run(root string, runs int, chosen map[string]bool) error {
 	defer stop()
 	if err := env.InstallOperator(); err != nil {
 		return err
+	}
+	if cpuProfile != "" {
+		if err := kubectlOperator(env, "patch", "deployment/etcd-operator-controller-manager", "--type=json",
+			`-p=[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--pprof-bind-address=:`+pprofPort+`"}]`); err != nil {
+			return err
+		}
+		if err := kubectlOperator(env, "rollout", "status", "deployment/etcd-operator-controller-manager", "--timeout=150s"); err != nil {
+			return err
+		}
 	}
 	c, err := client.New(env.Config, client.Options{Scheme: support.Scheme()})
 	if err != nil {
@@ -180,7 +193,7 @@ func run(root string, runs int, chosen map[string]bool) error {
 // memory measures the operator's memory and CPU at rest, then its memory
 // once the cluster holds many Secrets that are none of its business.
 func (b *bench) memory(ctx context.Context) error {
-	mem, cpu, err := b.operatorAtRest(10 * time.Second)
+	mem, cpu, err := b.operatorAtRest("memory", 10*time.Second)
 	if err != nil {
 		return err
 	}
@@ -543,9 +556,65 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
+// kubectlOperator runs kubectl on the operator's namespace.
+func kubectlOperator(env *support.Env, args ...string) error {
+	cmd := exec.Command(env.Bin("kubectl-v1.37.2"), append([]string{"-n", "etcd-operator-system"}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// cpuProfile is where --cpu-profile writes the profiles; empty for none.
+var cpuProfile string
+
+// pprofPort is where the operator serves Go's pprof endpoints with
+// --cpu-profile.
+const pprofPort = "8082"
+
+// profileOperator writes a CPU profile of the operator over window to
+// cpuProfile suffixed with name.
+func (b *bench) profileOperator(ctx context.Context, name string, window time.Duration) error {
+	pods := &corev1.PodList{}
+	if err := b.c.List(ctx, pods, client.InNamespace("etcd-operator-system")); err != nil {
+		return err
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || p.Status.PodIP == "" || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", net.JoinHostPort(p.Status.PodIP, pprofPort), int(window.Seconds()))
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		path := cpuProfile + "." + name
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(f, resp.Body); err != nil {
+			_ = f.Close()
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "  CPU profile at rest: %s\n", path)
+		return f.Close()
+	}
+	return errors.New("no running operator Pod to profile")
+}
+
 // operatorAtRest reads the operator process's resident memory and its CPU
 // use over window, while no cluster changes.
-func (b *bench) operatorAtRest(window time.Duration) (string, string, error) {
+func (b *bench) operatorAtRest(name string, window time.Duration) (string, string, error) {
 	pid, err := b.operatorPID()
 	if err != nil {
 		return "", "", err
@@ -564,7 +633,13 @@ func (b *bench) operatorAtRest(window time.Duration) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
-	time.Sleep(window) // measuring CPU over a window, not waiting for state
+	if cpuProfile != "" {
+		if err := b.profileOperator(context.Background(), name, window); err != nil {
+			return "", "", err
+		}
+	} else {
+		time.Sleep(window) // measuring CPU over a window, not waiting for state
+	}
 	after, err := cpu()
 	if err != nil {
 		return "", "", err
