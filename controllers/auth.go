@@ -37,7 +37,9 @@ func (r *PKIReconciler) authentication(ctx context.Context, c *etcdv1alpha1.Etcd
 		return authUnknown(c, reason, msg), authRecheck, nil
 	}
 	if c.Status.ClusterID == "" {
-		return authBeforeFormation(c), authRecheck, nil
+		// The cluster's formation (status.clusterID set) starts a pass:
+		// the reconciler watches it (clusterIDChanged).
+		return authBeforeFormation(c), 0, nil
 	}
 	tenants, err := tenantNames(ctx, r.Client, c)
 	if err != nil {

@@ -104,8 +104,9 @@ func (r *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 		interval = time.Second
 	case len(endpoints) == 0:
 		// No member Pod runs: there is nothing to probe until a Pod
-		// changes, and the Pod watch starts a pass then.
-		interval = maxWaitRequeue
+		// changes, and the Pod watch starts a pass then. (Every 30 s, a
+		// thousand such clusters cost a sixth of a core.)
+		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{RequeueAfter: interval}, nil
 }

@@ -413,3 +413,29 @@ func TestNoSpaceCompactsBeforeDefragmenting(t *testing.T) {
 		t.Errorf("Compacted events %q, want one", compacted)
 	}
 }
+
+// TestHealthWaitsForPodsOnTheirWatch: with member Pods that run, the
+// cluster is probed again after the probe interval; with none, not at
+// all until a Pod changes (the reconciler watches them).
+func TestHealthWaitsForPodsOnTheirWatch(t *testing.T) {
+	w := newRequestWorld(t, nil, nil)
+	req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "r"}}
+	res, err := w.r.Reconcile(context.Background(), req)
+	if err != nil || res.RequeueAfter != DefaultProbeInterval {
+		t.Errorf("with Pods running: requeue after %s, %v; want %s", res.RequeueAfter, err, DefaultProbeInterval)
+	}
+	for _, name := range []string{"r-0", "r-1", "r-2"} {
+		pod := &corev1.Pod{}
+		if err := w.api.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: name}, pod); err != nil {
+			t.Fatal(err)
+		}
+		pod.Status.PodIP = "" // not scheduled, or its sandbox not up
+		if err := w.api.Status().Update(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err = w.r.Reconcile(context.Background(), req)
+	if err != nil || res.RequeueAfter != 0 {
+		t.Errorf("with no Pod running: requeue after %s, %v; want none", res.RequeueAfter, err)
+	}
+}

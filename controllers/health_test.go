@@ -227,7 +227,7 @@ func TestHealthEvents(t *testing.T) {
 }
 
 // TestKeepProbeTimes: a probe that finds a member as the status says
-// keeps its lastProbeTime for up to a minute, so nothing is written; any
+// keeps its lastProbeTime for up to five minutes, so nothing is written; any
 // change, or an older time, takes this probe's time.
 func TestKeepProbeTimes(t *testing.T) {
 	t.Parallel()
@@ -241,7 +241,8 @@ func TestKeepProbeTimes(t *testing.T) {
 		keep     bool
 	}{
 		{"unchanged, probed 30s ago: kept", member(30*time.Second, true), member(0, true), true},
-		{"unchanged, probed a minute ago: moves", member(time.Minute, true), member(0, true), false},
+		{"unchanged, probed 4m59s ago: kept", member(5*time.Minute-time.Second, true), member(0, true), true},
+		{"unchanged, probed five minutes ago: moves", member(5*time.Minute, true), member(0, true), false},
 		{"health changed: moves", member(30*time.Second, true), member(0, false), false},
 		{"another member: moves", etcdv1alpha1.MemberStatus{Name: "a-1", ID: "2", LastProbeTime: &metav1.Time{Time: at}}, member(0, true), false},
 	}

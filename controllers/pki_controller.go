@@ -276,11 +276,21 @@ func clusterOfTenant(_ context.Context, obj client.Object) []reconcile.Request {
 // off. Status updates are not among them.
 var tenantComesOrGoes = predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
 
+// clusterIDChanged passes the updates of an EtcdCluster that change its
+// status.clusterID: authentication is turned on once the cluster has
+// formed, and a thousand clusters that have not would otherwise each be
+// looked at every few seconds to see whether they have.
+var clusterIDChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	was, ok := e.ObjectOld.(*etcdv1alpha1.EtcdCluster)
+	now, ok2 := e.ObjectNew.(*etcdv1alpha1.EtcdCluster)
+	return ok && ok2 && was.Status.ClusterID != now.Status.ClusterID
+}}
+
 // SetupWithManager registers the reconciler with mgr. The Certificates it
 // owns are watched only when cert-manager's API is served.
 func (r *PKIReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&etcdv1alpha1.EtcdCluster{}, ctrlbuilder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&etcdv1alpha1.EtcdCluster{}, ctrlbuilder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, clusterIDChanged))).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.clustersUsingSecret)).
 		// A member Pod created or deleted may be the last one to trust a
 		// new CA, which may then sign.

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 	"github.com/etcd-operator/etcd-operator/internal/builder"
@@ -297,4 +298,21 @@ func certificatesReady(ctx context.Context, t *testing.T, cl client.Client, clus
 		t.Fatalf("no CertificatesReady in %v", got.Status.Conditions)
 	}
 	return *cond
+}
+
+// TestPKISeesTheClusterForm: the PKI reconciler, which turns
+// authentication on once the cluster has formed, is told when
+// status.clusterID changes, and by no other status update.
+func TestPKISeesTheClusterForm(t *testing.T) {
+	was := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "a", Generation: 1}}
+	formed := was.DeepCopy()
+	formed.Status.ClusterID = "9"
+	other := was.DeepCopy()
+	other.Status.ReadyReplicas = 1
+	if !clusterIDChanged.Update(event.UpdateEvent{ObjectOld: was, ObjectNew: formed}) {
+		t.Error("the cluster formed: not passed")
+	}
+	if clusterIDChanged.Update(event.UpdateEvent{ObjectOld: was, ObjectNew: other}) {
+		t.Error("another status change: passed")
+	}
 }

@@ -134,6 +134,9 @@ func (r *TopologyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_
 	prev, _ := r.waits.Load(req.NamespacedName)
 	prevWaiting, _ := prev.(waiting)
 	wait, next := nextWait(prevWaiting, step, wait, observed.now)
+	if foundingOnWatches(observed, step) {
+		wait = 0
+	}
 	if next.since.IsZero() {
 		r.waits.Delete(req.NamespacedName)
 	} else {

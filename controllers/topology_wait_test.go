@@ -67,3 +67,33 @@ func TestLookAgain(t *testing.T) {
 		t.Error("a step asks for its own wait")
 	}
 }
+
+// TestFoundingOnWatches: a new cluster whose member Pods have no address
+// yet waits on the Pod watch alone; one with an addressed Pod, a formed
+// one, a step that acts or a wait with an end keeps its requeue.
+func TestFoundingOnWatches(t *testing.T) {
+	t.Parallel()
+	world := func(ip, clusterID string) observed {
+		c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "c"}}
+		c.Status.ClusterID = clusterID
+		return observed{cluster: c, pods: map[string]*corev1.Pod{"c-0": {Status: corev1.PodStatus{PodIP: ip}}}}
+	}
+	wait := action{kind: actWait, reason: "founders starting"}
+	for _, tc := range []struct {
+		name string
+		o    observed
+		step action
+		want bool
+	}{
+		{"new, Pods without an address, waiting", world("", ""), wait, true},
+		{"new, nothing to do", world("", ""), action{kind: actNone}, true},
+		{"new, a Pod with an address: its etcd may answer", world("10.0.0.1", ""), wait, false},
+		{"formed: a claim may go, which no watch reports", world("", "9"), wait, false},
+		{"a step that acts", world("", ""), action{kind: actCreateSeed}, false},
+		{"a wait with an end", world("", ""), action{kind: actWait, until: time.Unix(1, 0)}, false},
+	} {
+		if got := foundingOnWatches(tc.o, tc.step); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

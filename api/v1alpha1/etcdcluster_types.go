@@ -768,7 +768,9 @@ type MemberStatus struct {
 
 	// lastProbeTime is when a probe last found the member as this entry
 	// says. The operator probes every member every 10 seconds; while
-	// nothing here changes, this time moves once a minute.
+	// nothing here changes, this time moves once every five minutes (as
+	// the kubelet reports an unchanged node status), and a change shows at
+	// once.
 	//
 	// +optional
 	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
