@@ -127,7 +127,11 @@ func probeMembers(ctx context.Context, newClient EtcdClientFactory, c *etcdv1alp
 		p.health[m.ID] = err
 		mu.Unlock()
 	})
-	if withAlarms {
+	// Listing the alarms is a raft proposal, a log entry at every probe of
+	// every cluster (and a status write, since the raft index moves); a
+	// member's status lists them too, so they are listed only when one
+	// does.
+	if withAlarms && slices.ContainsFunc(slices.Collect(maps.Values(p.statuses)), etcd.Status.ReportsAlarms) {
 		p.alarms, p.alarmsErr = lc.Alarms(ctx)
 	}
 	return p

@@ -1,10 +1,16 @@
 package controllers
 
 import (
+	"context"
 	"slices"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
 	"github.com/etcd-operator/etcd-operator/internal/etcd"
+	"github.com/etcd-operator/etcd-operator/internal/etcd/fake"
 )
 
 // TestMostAdvanced checks that the member list is asked of the member
@@ -22,5 +28,34 @@ func TestMostAdvanced(t *testing.T) {
 	got := mostAdvanced(statuses)
 	if want := []string{"a-1", "a-3", "a-2", "a-0"}; !slices.Equal(got, want) {
 		t.Errorf("mostAdvanced() = %v, want %v", got, want)
+	}
+}
+
+// TestProbeListsAlarmsOnlyWhenReported: listing the alarms is a raft
+// proposal (a log entry at every probe of every cluster), so a probe asks
+// for the list only when a member's status reports an alarm.
+func TestProbeListsAlarmsOnlyWhenReported(t *testing.T) {
+	t.Parallel()
+	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns"}}
+	members := []etcd.Member{{ID: 1, Name: "a-0", ClientURLs: []string{builder.ClientURL(c, "a-0")}}, {ID: 2, Name: "a-1", ClientURLs: []string{builder.ClientURL(c, "a-1")}}}
+	for _, tc := range []struct {
+		name   string
+		alarms []etcd.Alarm
+	}{
+		{"no alarm", nil},
+		{"NOSPACE", []etcd.Alarm{{MemberID: 2, Type: etcd.AlarmNoSpace}}},
+	} {
+		fc := fake.New(members...)
+		for _, a := range tc.alarms {
+			fc.WithAlarm(a)
+		}
+		newClient := func(context.Context, *etcdv1alpha1.EtcdCluster, []string) (etcd.Client, error) {
+			return unclosable{fc}, nil
+		}
+		p := probeMembers(context.Background(), newClient, c, []string{builder.ClientURL(c, "a-0"), builder.ClientURL(c, "a-1")}, true)
+		asked := slices.ContainsFunc(fc.Calls(), func(call fake.Call) bool { return call.Method == fake.Alarms })
+		if asked != (len(tc.alarms) > 0) || !slices.Equal(p.alarms, tc.alarms) || p.alarmsErr != nil {
+			t.Errorf("%s: alarms listed %v, got %v (%v)", tc.name, asked, p.alarms, p.alarmsErr)
+		}
 	}
 }

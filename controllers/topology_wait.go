@@ -45,14 +45,17 @@ func nextWait(prev waiting, step action, wait time.Duration, now time.Time) (tim
 }
 
 // foundingOnWatches tells whether a pass that took step needs no look
-// again: the cluster has not formed, none of its member Pods has an
-// address (not scheduled, or its sandbox not up), and step only waits. Then
-// only a Pod can change what the next pass sees (its etcd cannot answer
-// before it has an address, and a new cluster has no member whose data
-// could be lost), and the Pod watch starts that pass. A thousand such
+// again: the cluster has not formed, its founders' Pods exist but none has
+// an address (not scheduled, or its sandbox not up), and step only waits.
+// Then only a Pod can change what the next pass sees (its etcd cannot
+// answer before it has an address, and a new cluster has no member whose
+// data could be lost), and the Pod watch starts that pass. A thousand such
 // clusters otherwise cost a pass every 30 s each (make bench, fleet).
+// Before the Pods exist the wait may be for the PKI reconciler's
+// certificates, whose status conditions no watch of this reconciler
+// reports: that wait keeps its requeue.
 func foundingOnWatches(o observed, step action) bool {
-	if o.cluster.Status.ClusterID != "" || (step.kind != actWait && step.kind != actNone) || !step.until.IsZero() {
+	if o.cluster.Status.ClusterID != "" || (step.kind != actWait && step.kind != actNone) || !step.until.IsZero() || len(o.pods) == 0 {
 		return false
 	}
 	for _, p := range o.pods {

@@ -89,6 +89,7 @@ func TestFoundingOnWatches(t *testing.T) {
 		{"new, nothing to do", world("", ""), action{kind: actNone}, true},
 		{"new, a Pod with an address: its etcd may answer", world("10.0.0.1", ""), wait, false},
 		{"formed: a claim may go, which no watch reports", world("", "9"), wait, false},
+		{"no Pod yet: it may wait for the certificates", observed{cluster: &etcdv1alpha1.EtcdCluster{}, pods: map[string]*corev1.Pod{}}, wait, false},
 		{"a step that acts", world("", ""), action{kind: actCreateSeed}, false},
 		{"a wait with an end", world("", ""), action{kind: actWait, until: time.Unix(1, 0)}, false},
 	} {

@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,6 +65,15 @@ type Status struct {
 	IsLearner bool
 	// Errors are the member's own error reports, such as active alarms.
 	Errors []string
+}
+
+// ReportsAlarms tells whether the member's status lists an active alarm:
+// every member lists every alarm of the cluster it has applied, as
+// "memberID:<id> alarm:<type>". Status is served by the member alone,
+// whereas listing the alarms (Client.Alarms) is a raft proposal: an
+// entry in the log each time.
+func (s Status) ReportsAlarms() bool {
+	return slices.ContainsFunc(s.Errors, func(e string) bool { return strings.Contains(e, "alarm:") })
 }
 
 // Alarm is an active alarm.

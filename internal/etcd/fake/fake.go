@@ -403,21 +403,33 @@ func (c *Client) Status(ctx context.Context, endpoint string) (etcd.Status, erro
 	return c.statusLocked(endpoint)
 }
 
+// alarmErrorsLocked are the alarms as every member's status lists them,
+// the way etcd prints its AlarmMember.
+func (c *Client) alarmErrorsLocked() []string {
+	var errs []string
+	for _, a := range c.alarms {
+		errs = append(errs, fmt.Sprintf("memberID:%d alarm:%s ", a.MemberID, a.Type))
+	}
+	return errs
+}
+
 func (c *Client) statusLocked(endpoint string) (etcd.Status, error) {
 	if s, ok := c.statuses[endpoint]; ok {
-		s.Errors = slices.Clone(s.Errors)
+		s.Errors = append(slices.Clone(s.Errors), c.alarmErrorsLocked()...)
 		return s, nil
 	}
 	for _, m := range c.members {
 		if slices.Contains(m.ClientURLs, endpoint) {
-			return etcd.Status{
+			st := etcd.Status{
 				Endpoint:  endpoint,
 				MemberID:  m.ID,
 				ClusterID: c.clusterID,
 				Leader:    c.leader,
 				Version:   c.version,
 				IsLearner: m.IsLearner,
-			}, nil
+			}
+			st.Errors = c.alarmErrorsLocked()
+			return st, nil
 		}
 	}
 	return etcd.Status{}, fmt.Errorf("status of endpoint %s: %w", endpoint, context.DeadlineExceeded)
