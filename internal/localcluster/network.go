@@ -65,12 +65,23 @@ type podNetwork struct {
 }
 
 func newPodNetwork(podUID, ip string) podNetwork {
+	id := podNetworkID(podUID)
+	return podNetwork{netns: netnsPrefix + id, hostVeth: "lcv" + id, ip: ip}
+}
+
+// podNetworkID names the network of the Pod of UID podUID.
+func podNetworkID(podUID string) string {
 	id := strings.ReplaceAll(podUID, "-", "")
 	if len(id) > 12 {
 		id = id[:12]
 	}
-	return podNetwork{netns: netnsPrefix + id, hostVeth: "lcv" + id, ip: ip}
+	return id
 }
+
+// PodNetnsPath is the network namespace of the Pod of UID podUID while it
+// runs on a node: it is removed, with every socket in it, once the Pod is
+// gone.
+func PodNetnsPath(podUID string) string { return "/run/netns/" + netnsPrefix + podNetworkID(podUID) }
 
 func (n podNetwork) netnsPath() string { return "/run/netns/" + n.netns }
 
