@@ -154,8 +154,11 @@ func TestQuorumLostForGood(t *testing.T) {
 	// their sockets with them, are gone.
 	support.Eventually(t, time.Minute, "the network namespaces of lost-1 and lost-2 to be gone", func() error {
 		for _, path := range netns {
-			if _, err := os.Stat(path); !os.IsNotExist(err) {
-				return fmt.Errorf("%s: %v", path, err)
+			switch _, err := os.Stat(path); {
+			case err == nil:
+				return fmt.Errorf("%s is still there", path)
+			case !os.IsNotExist(err):
+				return fmt.Errorf("%s: %w", path, err)
 			}
 		}
 		return nil
