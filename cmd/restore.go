@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/etcd-operator/etcd-operator/internal/backup"
+	"github.com/etcd-operator/etcd-operator/internal/etcd"
 )
 
 // restoreMain runs `manager restore install|run`: the init containers of
@@ -30,6 +31,9 @@ func restoreMain(args []string) int {
 		to, passwordFile, terminationLog string
 		s3                               backup.S3Config
 		volume                           backup.VolumeConfig
+		survivor                         backup.Survivor
+		survivorURL, memberID, clusterID string
+		caFile, certFile, keyFile        string
 	)
 	flags.StringVar(&to, "to", "", "install: where to copy this binary.")
 	flags.StringVar(&p.DataDir, "data-dir", "/var/lib/etcd", "The member's data directory.")
@@ -43,6 +47,13 @@ func restoreMain(args []string) int {
 	flags.StringVar(&p.Etcdutl, "etcdutl", "etcdutl", "etcdutl of the member's image.")
 	flags.BoolVar(&p.AuthEnabled, "auth-enabled", false, "Whether the new cluster has authentication on.")
 	flags.StringVar(&passwordFile, "password-file", "", "File holding the new cluster's root password.")
+	flags.StringVar(&survivorURL, "survivor", "", "Client URL of the survivor a recovery restores, instead of a store.")
+	flags.StringVar(&memberID, "survivor-member-id", "", "The survivor's member ID (hex) in the recovery plan.")
+	flags.StringVar(&clusterID, "survivor-cluster-id", "", "The survivor's cluster ID (hex) in the recovery plan.")
+	flags.Uint64Var(&survivor.RaftIndex, "survivor-raft-index", 0, "The raft index the survivor must have applied.")
+	flags.StringVar(&caFile, "ca-file", "", "CA that signs the survivor's serving certificate; empty for plain HTTP.")
+	flags.StringVar(&certFile, "cert-file", "", "Client certificate for the survivor.")
+	flags.StringVar(&keyFile, "key-file", "", "Client certificate's key.")
 	storeFlags(flags, &s3, &volume, &terminationLog)
 	if err := flags.Parse(args[1:]); err != nil {
 		return 2
@@ -57,11 +68,11 @@ func restoreMain(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	res := func() backup.Result {
-		store, err := newStore(s3, volume)
+		from, err := restoreSource(s3, volume, survivor, survivorURL, memberID, clusterID, caFile, certFile, keyFile)
 		if err != nil {
 			return backup.Failed(p.Key, err)
 		}
-		p.Store = store
+		p.From = from
 		if passwordFile != "" {
 			password, err := os.ReadFile(passwordFile)
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -72,6 +83,27 @@ func restoreMain(args []string) int {
 		return backup.Restore(ctx, p)
 	}()
 	return report(res, terminationLog)
+}
+
+// restoreSource is the survivor when --survivor names one, else the
+// store the flags describe.
+func restoreSource(s3 backup.S3Config, volume backup.VolumeConfig, survivor backup.Survivor, url, memberID, clusterID, caFile, certFile, keyFile string) (backup.Source, error) {
+	if url == "" {
+		return newStore(s3, volume)
+	}
+	var err error
+	if survivor.MemberID, err = etcd.ParseID(memberID); err != nil {
+		return nil, fmt.Errorf("--survivor-member-id: %w", err)
+	}
+	if survivor.ClusterID, err = etcd.ParseID(clusterID); err != nil {
+		return nil, fmt.Errorf("--survivor-cluster-id: %w", err)
+	}
+	// No password: nothing authenticates one without a quorum.
+	if survivor.Etcd, err = etcdConfig(url, caFile, certFile, keyFile, ""); err != nil {
+		return nil, err
+	}
+	survivor.NewClient = etcd.New
+	return survivor, nil
 }
 
 // installSelf copies the running binary to path, executable.

@@ -883,7 +883,7 @@ func TestRestoreFromSnapshot(t *testing.T) {
 	dataDir := t.TempDir()
 	peer, clientURL := localURL(t), localURL(t)
 	params := backup.RestoreParams{
-		DataDir: dataDir, Name: "r0", PeerURL: peer, Token: "restored", Store: store, Key: taken.Key,
+		DataDir: dataDir, Name: "r0", PeerURL: peer, Token: "restored", From: store, Key: taken.Key,
 		Size: taken.Size, SHA256: taken.SHA256, Revision: taken.Revision, Etcdutl: etcdutl,
 		AuthEnabled: true, RootPassword: "new-pw",
 	}
@@ -945,5 +945,102 @@ func TestRestoreFromSnapshot(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(params.DataDir, "member")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a damaged snapshot left member/: %v", err)
+	}
+}
+
+// TestRestoreFromASurvivor rebuilds a cluster that lost its quorum from
+// the one member left, as a recovery does: the survivor serves its status
+// and its snapshot without a quorum, the restore refuses a member that is
+// not the plan's survivor or has not applied what the plan counted on,
+// and the restored member holds every key the survivor held, at its
+// revision, under a new cluster ID.
+func TestRestoreFromASurvivor(t *testing.T) {
+	t.Parallel()
+	// The etcdutl the local cluster's images ship (TestRestoreFromSnapshot's).
+	for _, version := range []string{"v3.6.16"} {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			etcdutl := strings.Replace(etcdBinary(t, version), "/etcd-", "/etcdutl-", 1)
+			if _, err := os.Stat(etcdutl); err != nil {
+				t.Fatalf("etcdutl %s is missing (%v): run `make localcluster-binaries` to build it", version, err)
+			}
+			tc := startCluster(t, version, 3)
+			cli := tc.client(t)
+			raw, err := clientv3.New(clientv3.Config{Endpoints: []string{tc.members[0].clientURL}, DialTimeout: callTimeout, Logger: zap.NewNop()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = raw.Close() }()
+			for i := range 100 {
+				if _, err := raw.Put(ctx, fmt.Sprintf("/k/%03d", i%40), fmt.Sprintf("v%d", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := raw.Get(ctx, "/k/", clientv3.WithPrefix())
+			if err != nil {
+				t.Fatal(err)
+			}
+			survivor := tc.members[0]
+			tc.members[1].stop(t)
+			tc.members[2].stop(t)
+			st, err := cli.Status(ctx, survivor.clientURL)
+			if err != nil {
+				t.Fatalf("the survivor's status without a quorum: %v", err)
+			}
+
+			plan := backup.Survivor{
+				Etcd: etcd.Config{Endpoints: []string{survivor.clientURL}, CallTimeout: callTimeout}, NewClient: etcd.New,
+				MemberID: st.MemberID, ClusterID: st.ClusterID, RaftIndex: st.RaftIndex,
+			}
+			peer, clientURL := localURL(t), localURL(t)
+			restoreFrom := func(from backup.Source) (backup.Result, string) {
+				dataDir := t.TempDir()
+				return backup.Restore(ctx, backup.RestoreParams{
+					DataDir: dataDir, Name: "r0", PeerURL: peer, Token: "recovered", From: from, Etcdutl: etcdutl,
+				}), dataDir
+			}
+			for name, from := range map[string]backup.Survivor{
+				"another member":                 func() backup.Survivor { s := plan; s.MemberID++; return s }(),
+				"another cluster":                func() backup.Survivor { s := plan; s.ClusterID++; return s }(),
+				"an index it has not applied yet": func() backup.Survivor { s := plan; s.RaftIndex = st.RaftAppliedIndex + 1; return s }(),
+			} {
+				res, dataDir := restoreFrom(from)
+				if res.Reason != backup.ReasonNotTheSurvivor {
+					t.Errorf("a restore from %s = %+v, want %s", name, res, backup.ReasonNotTheSurvivor)
+				}
+				if entries, _ := os.ReadDir(dataDir); slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() == "member" }) {
+					t.Errorf("a restore from %s left member/", name)
+				}
+			}
+			res, dataDir := restoreFrom(plan)
+			if !res.Succeeded() || res.Revision != want.Header.Revision {
+				t.Fatalf("a restore from the survivor = %+v, want a success at revision %d", res, want.Header.Revision)
+			}
+
+			restored := &cluster{bin: tc.bin, token: "recovered"}
+			restored.startIn(t, "r0", peer, clientURL, dataDir)
+			rc, err := clientv3.New(clientv3.Config{Endpoints: []string{clientURL}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = rc.Close() }()
+			var got *clientv3.GetResponse
+			eventually(t, "the restored member to serve", func() error {
+				got, err = rc.Get(ctx, "/k/", clientv3.WithPrefix())
+				return err
+			}, restored.members...)
+			if len(got.Kvs) != len(want.Kvs) || got.Header.Revision != want.Header.Revision {
+				t.Fatalf("restored: %d keys at revision %d; want %d at %d", len(got.Kvs), got.Header.Revision, len(want.Kvs), want.Header.Revision)
+			}
+			for i, kv := range got.Kvs {
+				if w := want.Kvs[i]; string(kv.Key) != string(w.Key) || string(kv.Value) != string(w.Value) || kv.ModRevision != w.ModRevision {
+					t.Errorf("restored %s=%s (mod %d); want %s=%s (mod %d)", kv.Key, kv.Value, kv.ModRevision, w.Key, w.Value, w.ModRevision)
+				}
+			}
+			if got.Header.ClusterId == st.ClusterID {
+				t.Errorf("the restored cluster kept the old cluster ID %x", st.ClusterID)
+			}
+		})
 	}
 }
