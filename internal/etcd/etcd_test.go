@@ -1001,8 +1001,8 @@ func TestRestoreFromASurvivor(t *testing.T) {
 				}), dataDir
 			}
 			for name, from := range map[string]backup.Survivor{
-				"another member":                 func() backup.Survivor { s := plan; s.MemberID++; return s }(),
-				"another cluster":                func() backup.Survivor { s := plan; s.ClusterID++; return s }(),
+				"another member":                  func() backup.Survivor { s := plan; s.MemberID++; return s }(),
+				"another cluster":                 func() backup.Survivor { s := plan; s.ClusterID++; return s }(),
 				"an index it has not applied yet": func() backup.Survivor { s := plan; s.RaftIndex = st.RaftAppliedIndex + 1; return s }(),
 			} {
 				res, dataDir := restoreFrom(from)
