@@ -34,11 +34,15 @@ func TestPodsCallTheirCommandsRight(t *testing.T) {
 				Status: etcdv1alpha1.EtcdBackupStatus{Key: "p/ns/db/b.db", Size: 4128, SHA256: "ab", Revision: 5}}
 			seed := builder.MemberPod(c, builder.Member{Name: "db-0", ClusterState: builder.ClusterStateNew})
 			builder.WithRestore(seed, c, b, "operator")
-			var restore corev1.Container
-			for _, ctr := range seed.Spec.InitContainers {
-				if ctr.Name == builder.RestoreContainer {
-					restore = ctr
+			recoverySeed := builder.MemberPod(c, builder.Member{Name: "db-3", ClusterState: builder.ClusterStateNew})
+			builder.WithRecovery(recoverySeed, c, &etcdv1alpha1.RecoveryStatus{Survivor: "db-1", SurvivorID: "8e9e05c52164694d", FromClusterID: "cdf818194e3a8c32", SurvivorRaftIndex: 42}, "operator")
+			restoreContainer := func(p *corev1.Pod) (restore corev1.Container) {
+				for _, ctr := range p.Spec.InitContainers {
+					if ctr.Name == builder.RestoreContainer {
+						restore = ctr
+					}
 				}
+				return restore
 			}
 			dir := t.TempDir()
 			for _, tc := range []struct {
@@ -48,7 +52,8 @@ func TestPodsCallTheirCommandsRight(t *testing.T) {
 			}{
 				{"run", builder.BackupRunnerPod(b, c, "operator", 1, []string{"http://127.0.0.1:1"}, 0).Spec.Containers[0].Args, backupMain},
 				{"delete", builder.DeleteBackupPod(b, "operator").Spec.Containers[0].Args, backupMain},
-				{"restore", restore.Args, restoreMain},
+				{"restore", restoreContainer(seed).Args, restoreMain},
+				{"recover", restoreContainer(recoverySeed).Args, restoreMain},
 			} {
 				log := filepath.Join(dir, tc.name+".log")
 				// Overrides only (the last value of a flag wins): what the
@@ -58,8 +63,8 @@ func TestPodsCallTheirCommandsRight(t *testing.T) {
 					args = append(args, "--volume-root="+dir)
 				}
 				switch {
-				case tc.name == "restore":
-					args = append(args, "--data-dir="+filepath.Join(dir, "data"))
+				case tc.name == "restore" || tc.name == "recover":
+					args = append(args, "--data-dir="+filepath.Join(dir, tc.name))
 				case tc.name == "run" && dest.S3 != nil:
 					args = append(args, "--scratch-dir="+dir)
 				}

@@ -68,7 +68,7 @@ func restoreMain(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	res := func() backup.Result {
-		from, err := restoreSource(s3, volume, survivor, survivorURL, memberID, clusterID, caFile, certFile, keyFile)
+		from, err := restoreSource(&p.Key, s3, volume, survivor, survivorURL, memberID, clusterID, caFile, certFile, keyFile)
 		if err != nil {
 			return backup.Failed(p.Key, err)
 		}
@@ -85,11 +85,15 @@ func restoreMain(args []string) int {
 	return report(res, terminationLog)
 }
 
-// restoreSource is the survivor when --survivor names one, else the
-// store the flags describe.
-func restoreSource(s3 backup.S3Config, volume backup.VolumeConfig, survivor backup.Survivor, url, memberID, clusterID, caFile, certFile, keyFile string) (backup.Source, error) {
+// restoreSource is the survivor when --survivor names one (and the key
+// the result names, when none is given, its URL), else the store the
+// flags describe.
+func restoreSource(key *string, s3 backup.S3Config, volume backup.VolumeConfig, survivor backup.Survivor, url, memberID, clusterID, caFile, certFile, keyFile string) (backup.Source, error) {
 	if url == "" {
 		return newStore(s3, volume)
+	}
+	if *key == "" {
+		*key = url // what the result names: the survivor has no keys
 	}
 	var err error
 	if survivor.MemberID, err = etcd.ParseID(memberID); err != nil {

@@ -191,9 +191,9 @@ func healthCondition(c *etcdv1alpha1.EtcdCluster, typ string, ok bool, reason, m
 func quorumCondition(c *etcdv1alpha1.EtcdCluster, p probe, lost *quorumLoss) metav1.Condition {
 	switch {
 	case lost != nil && lost.forGood:
-		return healthCondition(c, etcdv1alpha1.ConditionQuorumAvailable, false, etcdv1alpha1.ReasonQuorumLostForGood, lost.message())
+		return healthCondition(c, etcdv1alpha1.ConditionQuorumAvailable, false, etcdv1alpha1.ReasonQuorumLostForGood, lost.message(c))
 	case lost != nil:
-		return healthCondition(c, etcdv1alpha1.ConditionQuorumAvailable, false, etcdv1alpha1.ReasonQuorumLost, lost.message())
+		return healthCondition(c, etcdv1alpha1.ConditionQuorumAvailable, false, etcdv1alpha1.ReasonQuorumLost, lost.message(c))
 	}
 	if p.members == nil {
 		return healthCondition(c, etcdv1alpha1.ConditionQuorumAvailable, false, etcdv1alpha1.ReasonUnreachable, unreachable(p))

@@ -22,6 +22,9 @@ import (
 // with it (cut off, paused, crash-looping, on a lost node): the operator
 // waits for it.
 type quorumLoss struct {
+	// local is the member list the most advanced member that answers
+	// knows.
+	local  []etcd.Member
 	voters int
 	// gone are the voters whose data is gone, by name, with why.
 	gone []goneMember
@@ -59,7 +62,7 @@ func lostQuorum(c *etcdv1alpha1.EtcdCluster, p probe, pods map[string]*corev1.Po
 			statusOf[st.MemberID] = st
 		}
 	}
-	var l quorumLoss
+	l := quorumLoss{local: p.local}
 	for _, m := range p.local {
 		if m.IsLearner {
 			continue
@@ -112,10 +115,10 @@ func memberDataGone(c *etcdv1alpha1.EtcdCluster, m etcd.Member, pods map[string]
 	return "", false
 }
 
-// message is the QuorumAvailable message: for a quorum that can come
-// back, who answers and that the others keep their data; for one lost
-// for good, the evidence.
-func (l quorumLoss) message() string {
+// message is the QuorumAvailable message of c: for a quorum that can
+// come back, who answers and that the others keep their data; for one
+// lost for good, the evidence and what the user can do.
+func (l quorumLoss) message(c *etcdv1alpha1.EtcdCluster) string {
 	var b strings.Builder
 	if !l.forGood {
 		answering := make([]string, len(l.survivors))
@@ -148,8 +151,37 @@ func (l quorumLoss) message() string {
 	if len(l.silent) > 0 {
 		fmt.Fprintf(&b, " Not answering, data kept: %s.", strings.Join(l.silent, ", "))
 	}
-	b.WriteString(" status.recoveryPlan shows what rebuilding the cluster from its most advanced survivor could lose. The operator does not rebuild a lost quorum (yet): restore a backup into a new EtcdCluster (docs/recovery.md).")
+	b.WriteString(" " + l.choice(c))
 	return b.String()
+}
+
+// choice says what can be done about c's quorum, lost for good: rebuild
+// the cluster from its most advanced survivor (on approval of the plan,
+// or on its own with spec.recovery.quorumLoss Automatic), or restore a
+// backup.
+func (l quorumLoss) choice(c *etcdv1alpha1.EtcdCluster) string {
+	plan := l.recoveryPlan(c)
+	switch {
+	case plan == nil:
+		return "No member survives to rebuild the cluster from: restore a backup into a new EtcdCluster (docs/recovery.md)."
+	case recoveryImpossible(c) != "":
+		return recoveryImpossible(c)
+	case c.QuorumLossPolicy() == etcdv1alpha1.QuorumLossAutomatic:
+		return fmt.Sprintf("spec.recovery.quorumLoss is Automatic: the operator rebuilds the cluster from %s (plan %s in status.recoveryPlan).", plan.Survivor, plan.ID)
+	}
+	return fmt.Sprintf("status.recoveryPlan (ID %s) shows what rebuilding the cluster from %s could lose. To rebuild it, annotate the EtcdCluster with %s=%s; or restore a backup into a new EtcdCluster (docs/recovery.md).",
+		plan.ID, plan.Survivor, etcdv1alpha1.AnnotationApproveRecovery, plan.ID)
+}
+
+// recoveryImpossible says why c cannot be rebuilt from a survivor ("" when
+// it can): with password authentication nothing authenticates without a
+// quorum (etcd hands out its tokens through raft), so nothing can read the
+// survivor's snapshot.
+func recoveryImpossible(c *etcdv1alpha1.EtcdCluster) string {
+	if c.Spec.Security.AuthEnabled() && !c.Spec.Security.OperatorClientCert() {
+		return "The cluster cannot be rebuilt from a survivor: with password authentication (spec.security.enableAuth without client certificates) nothing authenticates to a member that has no quorum. Restore a backup into a new EtcdCluster (docs/recovery.md)."
+	}
+	return ""
 }
 
 // goneNames are the names of the gone members.

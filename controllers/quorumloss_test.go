@@ -227,7 +227,8 @@ func TestLostQuorum(t *testing.T) {
 			if got := strings.Join(gone, ","); got != tt.gone {
 				t.Errorf("gone = %q, want %q", got, tt.gone)
 			}
-			msg := l.message()
+			c, _, _, _ := tt.world.build()
+			msg := l.message(c)
 			for _, part := range tt.message {
 				if !strings.Contains(msg, part) {
 					t.Errorf("message %q does not hold %q", msg, part)

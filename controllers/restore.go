@@ -83,20 +83,29 @@ func seedRestoreFailure(o observed) (backup.Result, bool) {
 		if p.Annotations[etcdv1alpha1.AnnotationRestoredFrom] == "" {
 			continue
 		}
-		for _, s := range p.Status.InitContainerStatuses {
-			if s.Name != builder.RestoreContainer {
+		if res, failed := restoreFailure(p); failed {
+			return res, true
+		}
+	}
+	return backup.Result{}, false
+}
+
+// restoreFailure is the result the restore container of seed Pod p left
+// when it last failed.
+func restoreFailure(p *corev1.Pod) (backup.Result, bool) {
+	for _, s := range p.Status.InitContainerStatuses {
+		if s.Name != builder.RestoreContainer {
+			continue
+		}
+		for _, t := range []*corev1.ContainerStateTerminated{s.State.Terminated, s.LastTerminationState.Terminated} {
+			if t == nil || t.ExitCode == 0 {
 				continue
 			}
-			for _, t := range []*corev1.ContainerStateTerminated{s.State.Terminated, s.LastTerminationState.Terminated} {
-				if t == nil || t.ExitCode == 0 {
-					continue
-				}
-				res, err := backup.ParseResult(t.Message)
-				if err != nil {
-					return backup.Result{Reason: etcdv1alpha1.ReasonRestoring, Message: backup.LastLines(t.Message, 1)}, true
-				}
-				return res, true
+			res, err := backup.ParseResult(t.Message)
+			if err != nil {
+				return backup.Result{Reason: etcdv1alpha1.ReasonRestoring, Message: backup.LastLines(t.Message, 1)}, true
 			}
+			return res, true
 		}
 	}
 	return backup.Result{}, false

@@ -60,8 +60,8 @@ func (r *TopologyReconciler) apply(ctx context.Context, obj client.Object) error
 
 // observe reads the cluster's member Pods and, through them, etcd.
 func (r *TopologyReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCluster) (observed, error) {
-	o := observed{cluster: c, pods: map[string]*corev1.Pod{}}
-	pods, err := memberPods(ctx, r.Client, c)
+	o := observed{cluster: c, pods: map[string]*corev1.Pod{}, retiring: map[string]*corev1.Pod{}, image: r.Image}
+	all, err := allMemberPods(ctx, r.Client, c)
 	if err != nil {
 		return o, err
 	}
@@ -69,11 +69,17 @@ func (r *TopologyReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCl
 		return o, err
 	}
 	o.now = time.Now()
-	for _, p := range pods {
+	var pods []*corev1.Pod
+	for _, p := range all {
+		if retiredBy(c, p.Name) {
+			o.retiring[p.Name] = p
+			continue
+		}
 		o.pods[p.Name] = p
+		pods = append(pods, p)
 	}
 	endpoints := memberURLs(c, runningPodNames(pods))
-	if o.lostNodes, err = r.lostNodes(ctx, o.pods); err != nil {
+	if o.lostNodes, err = r.lostNodes(ctx, all); err != nil {
 		return o, err
 	}
 	if c.Spec.Security.TLSEnabled() {
@@ -97,6 +103,7 @@ func (r *TopologyReconciler) observe(ctx context.Context, c *etcdv1alpha1.EtcdCl
 			o.versions[name], o.appliedIndexes[name] = st.Version, st.RaftAppliedIndex
 		}
 	}
+	o.loss, _ = lostQuorum(c, pr, o.pods, o.claims)
 	if pr.members != nil {
 		o.healthy = pr.healthyVoters()
 		o.clusterIDs = map[string]uint64{}
@@ -138,8 +145,11 @@ func (r *TopologyReconciler) createMemberPod(ctx context.Context, c *etcdv1alpha
 		}
 	}
 	pod := builder.MemberPod(c, builder.Member{Name: name, ClusterState: state, InitialCluster: a.initialCluster, TrustBundleHash: o.trustHash})
-	if a.restore != nil && name == a.member {
+	switch {
+	case a.restore != nil && name == a.member:
 		builder.WithRestore(pod, c, a.restore, r.Image)
+	case a.recovery != nil && name == a.member:
+		builder.WithRecovery(pod, c, a.recovery, r.Image)
 	}
 	if err := r.Create(ctx, pod); apierrors.IsAlreadyExists(err) {
 		existing := &corev1.Pod{}
@@ -158,7 +168,7 @@ func (r *TopologyReconciler) createMemberPod(ctx context.Context, c *etcdv1alpha
 }
 
 // lostNodes tells which nodes of the Pods are not Ready (or gone).
-func (r *TopologyReconciler) lostNodes(ctx context.Context, pods map[string]*corev1.Pod) (map[string]bool, error) {
+func (r *TopologyReconciler) lostNodes(ctx context.Context, pods []*corev1.Pod) (map[string]bool, error) {
 	lost := map[string]bool{}
 	for _, p := range pods {
 		name := p.Spec.NodeName
@@ -259,8 +269,26 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 		logger.Info("Rolling member")
 		r.event(c, corev1.EventTypeNormal, "MemberRolling", "Deleted Pod %s to rebuild it from the current spec: %s", a.member, a.reason)
 		return stepRequeue, nil
+	case actStartRecovery:
+		if err := r.recordRecovery(ctx, c, a.recovery); err != nil {
+			return 0, err
+		}
+		logger.Info("Recovery approved", "plan", a.recovery.PlanID, "survivor", a.recovery.Survivor)
+		r.event(c, corev1.EventTypeWarning, "RecoveryStarted", "Rebuilding the cluster from survivor %s: %s", a.recovery.Survivor, a.reason)
+		return stepRequeue, nil
+	case actCompleteRecovery:
+		rec := completedRecovery(o)
+		if err := r.recordRecovery(ctx, c, rec); err != nil {
+			return 0, err
+		}
+		logger.Info("Recovery complete", "plan", rec.PlanID, "clusterID", c.Status.ClusterID)
+		r.event(c, corev1.EventTypeNormal, etcdv1alpha1.ReasonRecoveredFromSurvivor, "%s", recoveredMessage(rec, c.Status.ClusterID))
+		return stepRequeue, nil
 	case actDeletePod:
 		pod := o.pods[a.member]
+		if pod == nil {
+			pod = o.retiring[a.member]
+		}
 		opts := []client.DeleteOption{client.Preconditions{UID: &pod.UID}}
 		if a.force {
 			opts = append(opts, client.GracePeriodSeconds(0))
@@ -545,6 +573,9 @@ func topologyStatus(o observed, a action, actErr error) statusPatch {
 	}
 	conditions := []metav1.Condition{initializedCondition(o), readyCondition(o, a), progressingCondition(o, a)}
 	if cond, ok := restoredCondition(o); ok {
+		conditions = append(conditions, cond)
+	}
+	if cond, ok := recoveredCondition(o, a); ok {
 		conditions = append(conditions, cond)
 	}
 	return statusPatch{conditions: conditions, fields: fields}

@@ -4,6 +4,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -152,8 +153,19 @@ func MemberSelector(cluster *etcdv1alpha1.EtcdCluster) labels.Selector {
 
 // memberPods lists the member Pods of cluster c: the Pods with its member
 // labels that it controls (a Pod that only wears the labels is no member).
-// Every reconciler finds the members this way.
+// Every reconciler finds the members this way. The Pods of an old cluster
+// that a recovery retires are left out: they answer for another cluster.
 func memberPods(ctx context.Context, reader client.Reader, c *etcdv1alpha1.EtcdCluster) ([]*corev1.Pod, error) {
+	all, err := allMemberPods(ctx, reader, c)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(p *corev1.Pod) bool { return retiredBy(c, p.Name) }), nil
+}
+
+// allMemberPods are memberPods with the Pods of an old cluster that a
+// recovery retires.
+func allMemberPods(ctx context.Context, reader client.Reader, c *etcdv1alpha1.EtcdCluster) ([]*corev1.Pod, error) {
 	pods := &corev1.PodList{}
 	if err := reader.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabelsSelector{Selector: MemberSelector(c)}); err != nil {
 		return nil, err

@@ -60,6 +60,14 @@ type observed struct {
 	// refusal reason and message) while it is nil.
 	restore        *etcdv1alpha1.EtcdBackup
 	restoreProblem *restoreRefusal
+	// loss is, when no member gives the member list, what the members
+	// that answer tell about the quorum (forGood false otherwise).
+	loss quorumLoss
+	// retiring are, while a recovery runs, the old cluster's Pods it
+	// retires (status.recovery.retired), by name; pods leaves them out.
+	retiring map[string]*corev1.Pod
+	// image is the operator's image, which restoring seeds run.
+	image string
 }
 
 // restoreRefusal is why a cluster cannot restore yet: a refusal's reason
@@ -90,8 +98,12 @@ const (
 	actRoll       actionKind = "RollMember"
 	actSealSeed   actionKind = "SealSeed"
 	actNoteIndex  actionKind = "NoteLearnerProgress"
-	actRefuse     actionKind = "Refuse"
-	actBlocked    actionKind = "Blocked"
+	// actStartRecovery records an approved recovery in the status;
+	// actCompleteRecovery records that it is complete.
+	actStartRecovery    actionKind = "StartRecovery"
+	actCompleteRecovery actionKind = "CompleteRecovery"
+	actRefuse           actionKind = "Refuse"
+	actBlocked          actionKind = "Blocked"
 )
 
 // action is what plan decides: a kind, the member it concerns and why.
@@ -107,6 +119,9 @@ type action struct {
 	// restore is, for an actCreateSeed of a cluster restored from a
 	// backup, the EtcdBackup its seed restores.
 	restore *etcdv1alpha1.EtcdBackup
+	// recovery is, for an actStartRecovery, the recovery to record; for
+	// an actCreateSeed of a recovery, the recovery its seed restores.
+	recovery *etcdv1alpha1.RecoveryStatus
 	// founders are, for an actCreateSeed, every founder without a Pod
 	// (member first): their Pods are created together.
 	founders []string
@@ -156,6 +171,9 @@ const learnerNoteInterval = 30 * time.Second
 func plan(o observed) action {
 	c := o.cluster
 	want := int(c.DesiredReplicas())
+	if c.Recovering() {
+		return planRecovery(o)
+	}
 	if o.members == nil {
 		return planWithoutEtcd(o)
 	}
@@ -632,6 +650,9 @@ func podReady(p *corev1.Pod) bool {
 // again), or wait for the members to come up.
 func planWithoutEtcd(o observed) action {
 	c := o.cluster
+	if a, ok := planRecoveryApproval(o); ok {
+		return a
+	}
 	if lost := c.Status.ClusterID; lost != "" && len(o.pods) == 0 && len(o.allClaims) == 0 && c.Annotations[etcdv1alpha1.AnnotationStartEmpty] != lost {
 		return action{kind: actRefuse, refusal: etcdv1alpha1.ReasonDataLost, reason: fmt.Sprintf(
 			"every member of etcd cluster %s is gone with its data (no Pods, no claims); the operator does not put an empty cluster in its place on its own. Restore from a backup into a new EtcdCluster, or annotate this one with %s=%s to start an empty cluster",

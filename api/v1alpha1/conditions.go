@@ -66,6 +66,21 @@ const (
 	// source, or a snapshot that does not check), True once the restored
 	// cluster has formed.
 	ConditionRestored = "Restored"
+
+	// ConditionRecovered is present once a rebuild from the survivor of a
+	// quorum lost for good was asked for: False with reason StalePlan
+	// when the approval names another plan than the current one (or
+	// RecoveryImpossible when the cluster cannot be rebuilt so), Unknown
+	// while the rebuild runs, True once it is complete.
+	ConditionRecovered = "Recovered"
+)
+
+// Reasons of the Recovered condition.
+const (
+	ReasonStalePlan             = "StalePlan"
+	ReasonRecoveryImpossible    = "RecoveryImpossible"
+	ReasonRecovering            = "Recovering"
+	ReasonRecoveredFromSurvivor = "RecoveredFromSurvivor"
 )
 
 // Reasons of the Restored condition.

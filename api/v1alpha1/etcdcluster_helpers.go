@@ -158,9 +158,32 @@ func (c *EtcdCluster) DefragmentBudget() time.Duration {
 const AnnotationPaused = "etcd.aenix.io/paused"
 
 // AnnotationRestoredFrom is on the seed Pod of a cluster restored from a
-// backup: the EtcdBackup's name. Its init containers restore the
+// backup (the EtcdBackup's name) or rebuilt from the survivor of a lost
+// quorum ("survivor <member>"). Its init containers restore the
 // snapshot.
 const AnnotationRestoredFrom = "etcd.aenix.io/restored-from"
+
+// AnnotationApproveRecovery is the annotation that, set on an EtcdCluster
+// whose quorum is lost for good to the ID of the plan in
+// status.recoveryPlan, approves rebuilding the cluster from that plan's
+// survivor. An ID of another plan (the survivors or the gone members
+// changed since it was read) is refused with condition Recovered, reason
+// StalePlan, and nothing happens.
+const AnnotationApproveRecovery = "etcd.aenix.io/approve-recovery"
+
+// QuorumLossPolicy is spec.recovery.quorumLoss, Manual when unset.
+func (c *EtcdCluster) QuorumLossPolicy() QuorumLossPolicy {
+	if c.Spec.Recovery == nil || c.Spec.Recovery.QuorumLoss == "" {
+		return QuorumLossManual
+	}
+	return c.Spec.Recovery.QuorumLoss
+}
+
+// Recovering tells whether a rebuild from a survivor was approved and is
+// not complete.
+func (c *EtcdCluster) Recovering() bool {
+	return c.Status.Recovery != nil && c.Status.Recovery.CompletedAt == nil
+}
 
 // IsPaused tells whether the operator must leave the cluster alone.
 func (c *EtcdCluster) IsPaused() bool {

@@ -125,6 +125,43 @@ type EtcdClusterSpec struct {
 	// +optional
 	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Bootstrap"
 	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
+
+	// recovery says what the operator may do on its own when the cluster's
+	// quorum is lost for good (more voters gone with their data than it
+	// can lose; docs/recovery.md).
+	//
+	// +optional
+	// +operator-sdk:csv:customresourcedefinitions:type=spec,displayName="Recovery"
+	Recovery *RecoverySpec `json:"recovery,omitempty"`
+}
+
+// QuorumLossPolicy is whether the operator rebuilds a cluster whose quorum
+// is lost for good without being asked.
+// +kubebuilder:validation:Enum=Manual;Automatic
+type QuorumLossPolicy string
+
+const (
+	// QuorumLossManual rebuilds the cluster from its most advanced survivor
+	// only when the annotation etcd.aenix.io/approve-recovery names the ID
+	// of the plan in status.recoveryPlan.
+	QuorumLossManual QuorumLossPolicy = "Manual"
+	// QuorumLossAutomatic rebuilds it from whatever plan the operator
+	// computes, without approval.
+	QuorumLossAutomatic QuorumLossPolicy = "Automatic"
+)
+
+// RecoverySpec says what the operator may do on its own to recover.
+type RecoverySpec struct {
+	// quorumLoss is Manual (the default: status.recoveryPlan shows how the
+	// cluster would be rebuilt from its most advanced survivor and what
+	// that could lose, and nothing happens until the annotation
+	// etcd.aenix.io/approve-recovery names that plan's ID) or Automatic
+	// (the operator rebuilds the cluster as soon as it has a plan, losing
+	// what the plan says could be lost).
+	//
+	// +kubebuilder:default=Manual
+	// +optional
+	QuorumLoss QuorumLossPolicy `json:"quorumLoss,omitempty"`
 }
 
 // BootstrapSpec says where a new cluster's data comes from.
@@ -656,6 +693,63 @@ type EtcdClusterStatus struct {
 	//
 	// +optional
 	RecoveryPlan *RecoveryPlan `json:"recoveryPlan,omitempty"`
+
+	// recovery is the rebuild of the cluster from the survivor of a quorum
+	// lost for good: recorded when it was approved, before anything
+	// changed, and kept once it is complete as the record of what was done
+	// (condition Recovered).
+	//
+	// +optional
+	Recovery *RecoveryStatus `json:"recovery,omitempty"`
+}
+
+// RecoveryStatus is a rebuild of the cluster from one survivor.
+type RecoveryStatus struct {
+	// planID is the ID of the plan carried out (status.recoveryPlan.id when
+	// it was approved).
+	PlanID string `json:"planID"`
+
+	// approvedBy says what approved it: the annotation
+	// etcd.aenix.io/approve-recovery, or spec.recovery.quorumLoss
+	// Automatic.
+	ApprovedBy string `json:"approvedBy"`
+
+	// survivor, survivorID and survivorRaftIndex are the plan's survivor:
+	// the member whose snapshot the seed restores, which must have applied
+	// up to that raft index first.
+	Survivor          string `json:"survivor"`
+	SurvivorID        string `json:"survivorID"`
+	SurvivorRaftIndex int64  `json:"survivorRaftIndex"`
+
+	// entriesAtRisk is the plan's bound on the raft entries other members
+	// were seen holding that the survivor lacks.
+	EntriesAtRisk int64 `json:"entriesAtRisk"`
+
+	// fromClusterID is the etcd cluster ID before the rebuild; the rebuilt
+	// cluster has a new one (status.clusterID).
+	FromClusterID string `json:"fromClusterID"`
+
+	// seed is the new member that restores the survivor's snapshot and
+	// founds the rebuilt cluster; the other members join it.
+	Seed string `json:"seed"`
+
+	// retired are the Pods of the old cluster (the survivors and members
+	// that did not answer), deleted once the seed serves.
+	//
+	// +listType=atomic
+	// +optional
+	Retired []string `json:"retired,omitempty"`
+
+	// startedAt is when the rebuild was approved; completedAt when the
+	// seed served and every Pod of the old cluster was gone.
+	StartedAt   metav1.Time  `json:"startedAt"`
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+
+	// resumedAtRevision is the revision the seed restored: the rebuilt
+	// cluster goes on from it.
+	//
+	// +optional
+	ResumedAtRevision int64 `json:"resumedAtRevision,omitempty"`
 }
 
 // RecoveryPlan is how a cluster whose quorum is lost for good could be

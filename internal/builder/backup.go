@@ -53,16 +53,7 @@ func BackupRunnerPod(b *etcdv1alpha1.EtcdBackup, c *etcdv1alpha1.EtcdCluster, im
 		volumes = append(volumes, corev1.Volume{Name: name, VolumeSource: src})
 		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: dir != backupScratchDir && dir != backupVolumeDir})
 	}
-	if c.Spec.Security.ClientTLS() {
-		src := TLSSourcesOf(c)
-		items := []SecretKey{src.ServerCA}
-		args = append(args, "--ca-file="+path.Join(backupTLSDir, "ca", src.ServerCA.Key))
-		if c.Spec.Security.OperatorClientCert() {
-			items = append(items, src.ClientCert, src.ClientKey)
-			args = append(args, "--cert-file="+path.Join(backupTLSDir, "client", src.ClientCert.Key), "--key-file="+path.Join(backupTLSDir, "client", src.ClientKey.Key))
-		}
-		mount("tls", backupTLSDir, corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: secretProjections(items)}})
-	}
+	args = append(args, clientTLSArgs(c, mount)...)
 	if !c.Spec.Security.OperatorClientCert() {
 		// Root's password, when the cluster has one: optional, as the
 		// Secret exists only once authentication was turned on.
@@ -76,6 +67,25 @@ func BackupRunnerPod(b *etcdv1alpha1.EtcdBackup, c *etcdv1alpha1.EtcdCluster, im
 	pod := backupPod(b, BackupPodName(b, n), image, args, volumes, mounts)
 	pod.Spec.ActiveDeadlineSeconds = ptr.To(b.TimeoutSeconds())
 	return pod
+}
+
+// clientTLSArgs mounts what a Pod needs to reach c's members as the
+// operator does (the CA of their serving certificates, and the operator's
+// client certificate when it has one) and returns the flags naming the
+// files; none without client TLS.
+func clientTLSArgs(c *etcdv1alpha1.EtcdCluster, mount func(name, dir string, src corev1.VolumeSource)) []string {
+	if !c.Spec.Security.ClientTLS() {
+		return nil
+	}
+	src := TLSSourcesOf(c)
+	items := []SecretKey{src.ServerCA}
+	args := []string{"--ca-file=" + path.Join(backupTLSDir, "ca", src.ServerCA.Key)}
+	if c.Spec.Security.OperatorClientCert() {
+		items = append(items, src.ClientCert, src.ClientKey)
+		args = append(args, "--cert-file="+path.Join(backupTLSDir, "client", src.ClientCert.Key), "--key-file="+path.Join(backupTLSDir, "client", src.ClientKey.Key))
+	}
+	mount("tls", backupTLSDir, corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: secretProjections(items)}})
+	return args
 }
 
 // DeleteBackupPod removes backup b's snapshot from its destination, if
@@ -225,32 +235,68 @@ const (
 // authentication, move into place. It does nothing once the data
 // directory holds member/.
 func WithRestore(pod *corev1.Pod, c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.EtcdBackup, image string) {
-	var volumes []corev1.Volume
-	var mounts []corev1.VolumeMount
-	mount := func(name, dir string, src corev1.VolumeSource) {
-		name = "restore-" + name
-		volumes = append(volumes, corev1.Volume{Name: name, VolumeSource: src})
-		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true})
-	}
-	peer := PeerURL(c, pod.Name)
-	args := []string{"restore", "run",
-		"--data-dir=" + DataDir, "--name=" + pod.Name, "--peer-url=" + peer, "--token=" + ClusterToken(c),
-		"--key=" + b.Status.Key, "--size=" + strconv.FormatInt(b.Status.Size, 10), "--sha256=" + b.Status.SHA256,
-		"--revision=" + strconv.FormatInt(b.Status.Revision, 10), "--etcdutl=etcdutl",
-		"--auth-enabled=" + strconv.FormatBool(c.Spec.Security.AuthEnabled()),
-	}
+	r := newRestoreRun(pod, c)
+	r.args = append(r.args,
+		"--key="+b.Status.Key, "--size="+strconv.FormatInt(b.Status.Size, 10), "--sha256="+b.Status.SHA256,
+		"--revision="+strconv.FormatInt(b.Status.Revision, 10))
 	if c.Spec.Security.AuthEnabled() && !c.Spec.Security.OperatorClientCert() {
-		mount("root-password", backupPasswordDir, corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+		r.mount("root-password", backupPasswordDir, corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: RootPasswordSecretName(c), Items: []corev1.KeyToPath{{Key: corev1.BasicAuthPasswordKey, Path: "password"}},
 		}})
-		args = append(args, "--password-file="+path.Join(backupPasswordDir, "password"))
+		r.args = append(r.args, "--password-file="+path.Join(backupPasswordDir, "password"))
 	}
-	args = append(args, destinationArgs(b.Spec.Destination, mount, -1)...)
+	r.args = append(r.args, destinationArgs(b.Spec.Destination, r.mount, -1)...)
+	r.env = s3Env(b)
+	r.addTo(pod, c, image, b.Name)
+}
+
+// WithRecovery makes pod, the seed of cluster c rebuilt from the survivor
+// of a quorum lost for good (rec), restore the survivor's snapshot before
+// etcd starts, as WithRestore does a backup's: the snapshot is streamed
+// from the survivor (with the operator's client credentials), which must
+// still be the plan's member of the old cluster and have applied the
+// plan's raft index.
+func WithRecovery(pod *corev1.Pod, c *etcdv1alpha1.EtcdCluster, rec *etcdv1alpha1.RecoveryStatus, image string) {
+	r := newRestoreRun(pod, c)
+	r.args = append(r.args, "--survivor="+ClientURL(c, rec.Survivor), "--survivor-member-id="+rec.SurvivorID,
+		"--survivor-cluster-id="+rec.FromClusterID, "--survivor-raft-index="+strconv.FormatInt(rec.SurvivorRaftIndex, 10))
+	r.args = append(r.args, clientTLSArgs(c, r.mount)...)
+	r.addTo(pod, c, image, "survivor "+rec.Survivor)
+}
+
+// restoreRun is the restore init container of a seed being built: its
+// arguments, and the volumes it mounts.
+type restoreRun struct {
+	args    []string
+	env     []corev1.EnvVar
+	volumes []corev1.Volume
+	mounts  []corev1.VolumeMount
+}
+
+// newRestoreRun starts the restore of seed pod of cluster c: the flags
+// every restore has.
+func newRestoreRun(pod *corev1.Pod, c *etcdv1alpha1.EtcdCluster) *restoreRun {
+	return &restoreRun{args: []string{"restore", "run",
+		"--data-dir=" + DataDir, "--name=" + pod.Name, "--peer-url=" + PeerURL(c, pod.Name), "--token=" + ClusterToken(c),
+		"--etcdutl=etcdutl", "--auth-enabled=" + strconv.FormatBool(c.Spec.Security.AuthEnabled()),
+	}}
+}
+
+// mount adds a read-only volume for the restore container.
+func (r *restoreRun) mount(name, dir string, src corev1.VolumeSource) {
+	name = "restore-" + name
+	r.volumes = append(r.volumes, corev1.Volume{Name: name, VolumeSource: src})
+	r.mounts = append(r.mounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true})
+}
+
+// addTo adds the restore's init containers and volumes to pod, and the
+// annotation that names what it restores from.
+func (r *restoreRun) addTo(pod *corev1.Pod, c *etcdv1alpha1.EtcdCluster, image, from string) {
+	args, env, volumes, mounts := r.args, r.env, r.volumes, r.mounts
 	tools := corev1.Volume{Name: "restore-tools", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
 	toolsMount := corev1.VolumeMount{Name: tools.Name, MountPath: restoreToolsDir}
 	data := corev1.VolumeMount{Name: DataVolumeName, MountPath: DataDir}
 	pod.Spec.Volumes = append(pod.Spec.Volumes, append(volumes, tools)...)
-	env := s3Env(b)
 	// The etcd container's security context, so the restored files are
 	// owned as etcd runs and a restricted namespace admits the Pod.
 	var sc *corev1.SecurityContext
@@ -279,5 +325,5 @@ func WithRestore(pod *corev1.Pod, c *etcdv1alpha1.EtcdCluster, b *etcdv1alpha1.E
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
-	pod.Annotations[etcdv1alpha1.AnnotationRestoredFrom] = b.Name
+	pod.Annotations[etcdv1alpha1.AnnotationRestoredFrom] = from
 }

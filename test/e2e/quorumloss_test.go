@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,8 +33,11 @@ import (
 // again. The cluster says so, naming the gone members and the survivor
 // with its raft index; status.recoveryPlan counts at least the 20 entries
 // the survivor lacks, under an ID that stays while nothing changes; and
-// the operator changes nothing: the survivor's Pod stays and no member
-// Pod is created.
+// the operator changes nothing for 2 minutes, nor on an approval naming
+// another plan (condition Recovered, StalePlan): the survivor's Pod stays
+// and no member Pod is created. Approved, the cluster is rebuilt from the
+// survivor within 60 s: three voters under a new cluster ID, every key the
+// survivor held, no more writes lost than the plan put at risk.
 func TestQuorumLostForGood(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -42,6 +46,12 @@ func TestQuorumLostForGood(t *testing.T) {
 	cli := etcdClient(ctx, t, key.Namespace, key.Name)
 	if _, err := cli.Put(ctx, "kept", "yes"); err != nil {
 		t.Fatal(err)
+	}
+	const before = 30
+	for i := range before {
+		if _, err := cli.Put(ctx, fmt.Sprintf("before-%d", i), "x"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	inject := func(action, pod string) error {
 		return env.Faults.Inject(ctx, localcluster.Fault{Action: action, Namespace: key.Namespace, Pod: pod, Container: builder.EtcdContainerName})
@@ -189,14 +199,101 @@ func TestQuorumLostForGood(t *testing.T) {
 		t.Errorf("recovery plan %+v: want lost-0 to survive, lost-1 and lost-2 gone, at least %d entries at risk below raft index %d", *plan, behind, ahead)
 	}
 
-	// The operator changes nothing on its own.
-	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Second) {
+	// What the survivor holds, read from it alone.
+	alone, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + net.JoinHostPort(survivor.Status.PodIP, "2379")}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = alone.Close() }()
+	held, err := alone.Get(ctx, "", clientv3.WithPrefix(), clientv3.WithSerializable(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatalf("a serializable read from the survivor: %v", err)
+	}
+
+	// The operator changes nothing on its own for 2 minutes, and an
+	// approval of another plan changes nothing either.
+	stale := "000000000000"
+	annotate(ctx, t, key, etcdv1alpha1.AnnotationApproveRecovery, stale)
+	awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionRecovered, metav1.ConditionFalse, stale, "current one, "+plan.ID, "nothing changes")
+	for end := time.Now().Add(2 * time.Minute); time.Now().Before(end); time.Sleep(2 * time.Second) {
 		if err := onlyPod(ctx, key.Namespace, survivor.UID); err != nil {
 			t.Fatalf("with the quorum lost for good: %v", err)
 		}
 	}
 	if now := getCluster(ctx, t, key).Status.RecoveryPlan; now == nil || now.ID != plan.ID {
-		t.Errorf("30 s later, with nothing changed, the recovery plan is %+v, was %s", now, plan.ID)
+		t.Fatalf("2 minutes later, with nothing changed, the recovery plan is %+v, was %s", now, plan.ID)
+	}
+
+	// Approved: rebuilt from lost-0, with three voters again.
+	approved := time.Now()
+	annotate(ctx, t, key, etcdv1alpha1.AnnotationApproveRecovery, plan.ID)
+	awaitReady(ctx, t, key, 3)
+	took = time.Since(approved)
+	c := getCluster(ctx, t, key)
+	rec := c.Status.Recovery
+	t.Logf("approved plan %s: Ready with 3 voters after %s; recovery %+v", plan.ID, took.Round(100*time.Millisecond), rec)
+	if took > time.Minute {
+		t.Errorf("Ready %s after the approval, want within 60 s", took.Round(time.Second))
+	}
+	switch {
+	case rec == nil || rec.PlanID != plan.ID || rec.Survivor != "lost-0" || rec.CompletedAt == nil:
+		t.Fatalf("status.recovery = %+v, want plan %s from lost-0, complete", rec, plan.ID)
+	case rec.FromClusterID == c.Status.ClusterID:
+		t.Errorf("the rebuilt cluster kept the cluster ID %s", c.Status.ClusterID)
+	case rec.ResumedAtRevision != held.Header.Revision:
+		t.Errorf("resumed at revision %d, the survivor held %d", rec.ResumedAtRevision, held.Header.Revision)
+	}
+	awaitCondition(ctx, t, key, time.Minute, etcdv1alpha1.ConditionRecovered, metav1.ConditionTrue, "Rebuilt from survivor lost-0", plan.ID)
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(survivor), &corev1.Pod{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the old survivor's Pod: %v, want it deleted", err)
+	}
+
+	// Every write the survivor held is there; of the writes it missed, as
+	// many are lost as the plan's bound allows.
+	cli = etcdClient(ctx, t, key.Namespace, key.Name)
+	var got *clientv3.GetResponse
+	support.Eventually(t, time.Minute, "a read of the rebuilt cluster", func() error {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		got, err = cli.Get(rctx, "", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		return err
+	})
+	have := map[string]bool{}
+	for _, kv := range got.Kvs {
+		have[string(kv.Key)] = true
+	}
+	for _, kv := range held.Kvs {
+		if !have[string(kv.Key)] {
+			t.Errorf("%s, which the survivor held, is gone", kv.Key)
+		}
+	}
+	lostWrites := 0
+	for i := range behind {
+		if !have[fmt.Sprintf("behind-%d", i)] {
+			lostWrites++
+		}
+	}
+	t.Logf("kept all %d keys the survivor held (%d before the loss and \"kept\"); lost %d of the %d writes acknowledged while it was cut off; the plan put %d raft entries at risk",
+		len(held.Kvs), before, lostWrites, behind, plan.EntriesAtRisk)
+	if int64(lostWrites) > plan.EntriesAtRisk {
+		t.Errorf("%d acknowledged writes lost, more than the plan's %d entries at risk", lostWrites, plan.EntriesAtRisk)
+	}
+	if _, err := cli.Put(ctx, "after", "recovery"); err != nil {
+		t.Errorf("the rebuilt cluster refuses a write: %v", err)
+	}
+}
+
+// annotate sets annotation k=v on the cluster of key.
+func annotate(ctx context.Context, t *testing.T, key client.ObjectKey, k, v string) {
+	t.Helper()
+	c := getCluster(ctx, t, key)
+	patch := client.MergeFrom(c.DeepCopy())
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[k] = v
+	if err := k8sClient.Patch(ctx, c, patch); err != nil {
+		t.Fatal(err)
 	}
 }
 
