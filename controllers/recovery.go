@@ -90,7 +90,7 @@ func planRecovery(o observed) action {
 		seed, ok := o.pods[rec.Seed]
 		switch {
 		case !ok:
-			return action{kind: actCreateSeed, member: rec.Seed, founders: []string{rec.Seed}, recovery: rec,
+			return action{kind: actCreateRecoverySeed, member: rec.Seed, recovery: rec,
 				initialCluster: builder.InitialCluster(map[string]string{rec.Seed: builder.PeerURL(c, rec.Seed)}),
 				reason:         fmt.Sprintf("recovery %s: seed %s restores the snapshot of survivor %s and founds the rebuilt cluster", rec.PlanID, rec.Seed, rec.Survivor)}
 		case seed.DeletionTimestamp != nil:
@@ -107,7 +107,7 @@ func planRecovery(o observed) action {
 	}
 	for _, name := range slices.Sorted(maps.Keys(o.retiring)) {
 		if p := o.retiring[name]; p.DeletionTimestamp == nil || o.lostNodes[p.Spec.NodeName] {
-			return action{kind: actDeletePod, member: name, force: o.lostNodes[p.Spec.NodeName],
+			return action{kind: actRetirePod, member: name, force: o.lostNodes[p.Spec.NodeName],
 				reason: fmt.Sprintf("recovery %s: Pod %s belongs to the old cluster %s, rebuilt as %s", rec.PlanID, name, rec.FromClusterID, c.Status.ClusterID)}
 		}
 	}

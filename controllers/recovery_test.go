@@ -171,12 +171,12 @@ func TestRecoverySteps(t *testing.T) {
 		want  actionKind
 		says  string
 	}{
-		{"the seed is created", recoveryWorld{retiring: []string{"q-0"}}, actCreateSeed, "seed q-3 restores the snapshot of survivor q-0"},
+		{"the seed is created", recoveryWorld{retiring: []string{"q-0"}}, actCreateRecoverySeed, "seed q-3 restores the snapshot of survivor q-0"},
 		{"the seed restores", recoveryWorld{seed: true, retiring: []string{"q-0"}}, actWait, "restores the snapshot"},
 		{"its restore failed: said, retried", recoveryWorld{seed: true, seedFailed: `{"reason":"NotTheSurvivor","message":"not yet applied","key":"k"}`, retiring: []string{"q-0"}}, actWait, "NotTheSurvivor: not yet applied"},
 		{"a seed being deleted is waited for, not doubled", recoveryWorld{seed: true, seedDeleting: true, retiring: []string{"q-0"}}, actWait, "being deleted"},
 		{"the seed serves: the status records it first", recoveryWorld{seed: true, serving: true, retiring: []string{"q-0"}}, actWait, "serves the rebuilt cluster 9"},
-		{"then the old Pods go", recoveryWorld{seed: true, serving: true, switched: true, retiring: []string{"q-0"}}, actDeletePod, "belongs to the old cluster 7"},
+		{"then the old Pods go", recoveryWorld{seed: true, serving: true, switched: true, retiring: []string{"q-0"}}, actRetirePod, "belongs to the old cluster 7"},
 		{"while they terminate", recoveryWorld{seed: true, serving: true, switched: true, retiring: []string{"q-0"}, terminating: true}, actWait, "terminating"},
 		{"then it is complete", recoveryWorld{seed: true, serving: true, switched: true, seedRestored: 42}, actCompleteRecovery, "serves and the old cluster's Pods are gone"},
 		{"a seed lost after the switch is not created again", recoveryWorld{switched: true}, actCompleteRecovery, ""},
@@ -188,7 +188,7 @@ func TestRecoverySteps(t *testing.T) {
 			if a.kind != tt.want || !strings.Contains(a.reason, tt.says) {
 				t.Fatalf("plan = %s, want %s saying %q", a, tt.want, tt.says)
 			}
-			if a.kind == actCreateSeed && (a.recovery == nil || a.member != "q-3" || a.initialCluster != "q-3="+builder.PeerURL(o.cluster, "q-3")) {
+			if a.kind == actCreateRecoverySeed && (a.recovery == nil || a.member != "q-3" || a.initialCluster != "q-3="+builder.PeerURL(o.cluster, "q-3")) {
 				t.Errorf("seed step = %+v, want q-3 alone, restoring the recorded recovery", a)
 			}
 			if cond, ok := recoveredCondition(o, a); !ok || cond.Status != metav1.ConditionUnknown {
@@ -203,7 +203,7 @@ func TestRecoverySteps(t *testing.T) {
 				if cond, ok := recoveredCondition(o, plan(o)); !ok || cond.Status != metav1.ConditionTrue || !strings.Contains(cond.Message, "resuming at revision 42") {
 					t.Errorf("Recovered once complete = %+v (%v)", cond, ok)
 				}
-				if next := plan(o); next.kind == actCreateSeed || next.kind == actCompleteRecovery {
+				if next := plan(o); next.kind == actCreateRecoverySeed || next.kind == actCompleteRecovery {
 					t.Errorf("after the recovery the topology goes on with %s, want the ordinary steps", next)
 				}
 			}

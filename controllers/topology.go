@@ -228,6 +228,11 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 			}
 		}
 		return stepRequeue, nil
+	case actCreateRecoverySeed:
+		if requeue, err := r.createMemberPod(ctx, c, o, a, a.member, builder.ClusterStateNew); err != nil {
+			return requeue, err
+		}
+		return stepRequeue, nil
 	case actCreatePod:
 		if requeue, err := r.createMemberPod(ctx, c, o, a, a.member, builder.ClusterStateExisting); err != nil {
 			return requeue, err
@@ -284,9 +289,9 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 		logger.Info("Recovery complete", "plan", rec.PlanID, "clusterID", c.Status.ClusterID)
 		r.event(c, corev1.EventTypeNormal, etcdv1alpha1.ReasonRecoveredFromSurvivor, "%s", recoveredMessage(rec, c.Status.ClusterID))
 		return stepRequeue, nil
-	case actDeletePod:
+	case actDeletePod, actRetirePod:
 		pod := o.pods[a.member]
-		if pod == nil {
+		if a.kind == actRetirePod {
 			pod = o.retiring[a.member]
 		}
 		opts := []client.DeleteOption{client.Preconditions{UID: &pod.UID}}

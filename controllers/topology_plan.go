@@ -100,10 +100,15 @@ const (
 	actNoteIndex  actionKind = "NoteLearnerProgress"
 	// actStartRecovery records an approved recovery in the status;
 	// actCompleteRecovery records that it is complete.
-	actStartRecovery    actionKind = "StartRecovery"
-	actCompleteRecovery actionKind = "CompleteRecovery"
-	actRefuse           actionKind = "Refuse"
-	actBlocked          actionKind = "Blocked"
+	// actCreateRecoverySeed and actRetirePod are a recovery's own
+	// CreateSeed and DeletePod: the seed that restores the survivor, and
+	// the deletion of an old cluster's Pod.
+	actStartRecovery      actionKind = "StartRecovery"
+	actCreateRecoverySeed actionKind = "CreateRecoverySeed"
+	actRetirePod          actionKind = "RetirePod"
+	actCompleteRecovery   actionKind = "CompleteRecovery"
+	actRefuse             actionKind = "Refuse"
+	actBlocked            actionKind = "Blocked"
 )
 
 // action is what plan decides: a kind, the member it concerns and why.
@@ -835,7 +840,7 @@ func initialCluster(c *etcdv1alpha1.EtcdCluster, members []etcd.Member) string {
 // stay down until they are ready.
 func certificatesWait(o observed, a action) action {
 	c := o.cluster
-	if !slices.Contains([]actionKind{actCreateSeed, actCreatePod, actAddLearner, actRoll}, a.kind) || !c.Spec.Security.TLSEnabled() {
+	if !slices.Contains([]actionKind{actCreateSeed, actCreateRecoverySeed, actCreatePod, actAddLearner, actRoll}, a.kind) || !c.Spec.Security.TLSEnabled() {
 		return a
 	}
 	cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionCertificatesReady)
