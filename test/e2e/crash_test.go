@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/retry"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/internal/builder"
 	"github.com/etcd-operator/etcd-operator/internal/crashpoint"
 	"github.com/etcd-operator/etcd-operator/internal/localcluster"
 	"github.com/etcd-operator/etcd-operator/test/support"
@@ -160,15 +162,17 @@ func awaitOperatorRollout(ctx context.Context, t *testing.T, armed bool) *corev1
 // after creating its Pod, after promoting it, after moving leadership,
 // after removing a member (before its Pod is deleted), after deleting a
 // Pod — while a cluster is founded with 3 members, then scales 3 -> 1 -> 3
-// with a writer writing. Each restart
-// re-derives the next step and the cluster converges with every
-// acknowledged write.
+// with a writer writing; then after each step of the recovery of a
+// quorum lost for good (recording it, creating the seed, retiring an old
+// Pod, recording it complete). Each restart re-derives the next step and
+// the cluster converges with every acknowledged write, rebuilt once.
 //
 // Runs alone (no t.Parallel): it restarts the operator with crash points
 // armed, and the armed operator crashes in every other test's reconciles.
 func TestOperatorCrashesAtEachStep(t *testing.T) {
 	ctx := context.Background()
-	steps := []string{"CreateSeed", "SealSeed", "AddLearner", "CreatePod", "Promote", "MoveLeader", "RemoveMember", "DeletePod"}
+	steps := []string{"CreateSeed", "SealSeed", "AddLearner", "CreatePod", "Promote", "MoveLeader", "RemoveMember", "DeletePod",
+		"StartRecovery", "CreateRecoverySeed", "RetirePod", "CompleteRecovery"}
 	operator := armCrashPoints(ctx, t, steps)
 
 	ns := newNamespace(ctx, t)
@@ -187,10 +191,12 @@ func TestOperatorCrashesAtEachStep(t *testing.T) {
 		scaleTo(ctx, t, cluster, cli, n)
 	}
 	finish()
+	loseQuorumAndRecover(ctx, t, key, cli)
 
 	log := env.ContainerLog(operator.Namespace, operator.Name, "manager")
 	crashed := 0
-	for _, step := range []string{"CreateSeed", "SealSeed", "AddLearner", "CreatePod", "Promote", "RemoveMember", "DeletePod"} {
+	for _, step := range []string{"CreateSeed", "SealSeed", "AddLearner", "CreatePod", "Promote", "RemoveMember", "DeletePod",
+		"StartRecovery", "CreateRecoverySeed", "RetirePod", "CompleteRecovery"} {
 		if !strings.Contains(log, "crashpoint: crashing right after step "+step) {
 			t.Errorf("the operator never crashed after %s", step)
 		}
@@ -199,4 +205,85 @@ func TestOperatorCrashesAtEachStep(t *testing.T) {
 		crashed += strings.Count(log, "crashpoint: crashing right after step "+step)
 	}
 	t.Logf("the operator crashed %d times, once after each of %v it reached", crashed, steps)
+}
+
+// loseQuorumAndRecover takes two of the three members of the cluster of
+// key away with their data (paused, so no membership change can happen
+// between the two deletions, then their Pods deleted), with
+// spec.recovery.quorumLoss Automatic: the cluster is rebuilt from the
+// third, once (one recorded recovery, one seed), with every key it held.
+func loseQuorumAndRecover(ctx context.Context, t *testing.T, key client.ObjectKey, cli *clientv3.Client) {
+	t.Helper()
+	before, err := cli.Get(ctx, "", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := getCluster(ctx, t, key)
+	patch := client.MergeFrom(c.DeepCopy())
+	c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{QuorumLoss: etcdv1alpha1.QuorumLossAutomatic}
+	if err := k8sClient.Patch(ctx, c, patch); err != nil {
+		t.Fatal(err)
+	}
+	from := c.Status.ClusterID
+	pods := &corev1.PodList{}
+	if err := k8sClient.List(ctx, pods, client.InNamespace(key.Namespace), client.MatchingLabels{etcdv1alpha1.LabelCluster: key.Name}); err != nil {
+		t.Fatal(err)
+	}
+	pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
+	if len(pods.Items) != 3 {
+		t.Fatalf("%d member Pods, want 3", len(pods.Items))
+	}
+	gone := pods.Items[1:]
+	for _, p := range gone {
+		if err := env.Faults.Inject(ctx, localcluster.Fault{Action: localcluster.FaultPause, Namespace: p.Namespace, Pod: p.Name, Container: builder.EtcdContainerName}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range gone {
+		if err := k8sClient.Delete(ctx, &gone[i], client.GracePeriodSeconds(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("deleted %s and %s with their data; %s survives", gone[0].Name, gone[1].Name, pods.Items[0].Name)
+	support.Eventually(t, 5*time.Minute, "the recovery to complete", func() error {
+		rec := getCluster(ctx, t, key).Status.Recovery
+		if rec == nil || rec.CompletedAt == nil {
+			return fmt.Errorf("status.recovery = %+v", rec)
+		}
+		return nil
+	})
+	awaitReady(ctx, t, key, 3)
+	c = getCluster(ctx, t, key)
+	rec := c.Status.Recovery
+	t.Logf("rebuilt from %s by seed %s: cluster %s became %s at revision %d", rec.Survivor, rec.Seed, rec.FromClusterID, c.Status.ClusterID, rec.ResumedAtRevision)
+	if rec.FromClusterID != from || rec.Survivor != pods.Items[0].Name || c.Status.ClusterID == from {
+		t.Errorf("recovery %+v of cluster %s (now %s), want one from %s", *rec, from, c.Status.ClusterID, pods.Items[0].Name)
+	}
+	events := &corev1.EventList{}
+	if err := k8sClient.List(ctx, events, client.InNamespace(key.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	started := 0
+	for _, e := range events.Items {
+		if e.Reason == "RecoveryStarted" {
+			started += int(max(e.Count, 1))
+		}
+	}
+	if started != 1 {
+		t.Errorf("%d RecoveryStarted events, want 1", started)
+	}
+	rcli := etcdClient(ctx, t, key.Namespace, key.Name)
+	var after *clientv3.GetResponse
+	support.Eventually(t, time.Minute, "a read of the rebuilt cluster", func() error {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		after, err = rcli.Get(rctx, "", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		return err
+	})
+	if len(after.Kvs) != len(before.Kvs) {
+		t.Errorf("the rebuilt cluster holds %d keys, the cluster held %d before the loss", len(after.Kvs), len(before.Kvs))
+	}
+	if etcdID := fmt.Sprintf("%x", after.Header.ClusterId); etcdID != c.Status.ClusterID {
+		t.Errorf("etcd answers for cluster %s, the status says %s", etcdID, c.Status.ClusterID)
+	}
 }
