@@ -29,11 +29,13 @@ import (
 // until the seed serves it.
 
 // retiredBy tells whether the member Pod named name belongs to the old
-// cluster that c's recovery replaces: such a Pod answers for another
-// cluster ID and is no member of the rebuilt one, so no reconciler counts
-// it as a member.
+// cluster that c's running recovery replaces: such a Pod answers for
+// another cluster ID and is no member of the rebuilt one, so no reconciler
+// counts it as a member. A complete recovery retired them all (it
+// completes once they are gone), so a Pod of a later founding that reuses
+// a name is a member again.
 func retiredBy(c *etcdv1alpha1.EtcdCluster, name string) bool {
-	return c.Status.Recovery != nil && slices.Contains(c.Status.Recovery.Retired, name)
+	return c.Recovering() && slices.Contains(c.Status.Recovery.Retired, name)
 }
 
 // planRecoveryApproval decides, for a cluster whose quorum is lost for good
