@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
@@ -335,4 +336,93 @@ func onlyPod(ctx context.Context, ns string, uid types.UID) error {
 		return fmt.Errorf("Pods %v, want only the survivor (uid %s)", names, uid)
 	}
 	return nil
+}
+
+// TestQuorumLostForGoodFiveTLS loses three of five members of a cluster
+// with TLS and authentication (the operator a client-certificate root)
+// with their data: the plan is shown and nothing changes until it is
+// approved; then the cluster is rebuilt from the most advanced survivor,
+// the seed reading its snapshot over TLS, and is Ready with five voters
+// within 60 s, holding every key, both old Pods gone.
+func TestQuorumLostForGoodFiveTLS(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(ctx, t)
+	c := &etcdv1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "five"},
+		Spec: etcdv1alpha1.EtcdClusterSpec{Replicas: ptr.To[int32](5), UnhealthyMemberTimeout: &metav1.Duration{Duration: time.Hour},
+			Security: &etcdv1alpha1.SecuritySpec{EnableAuth: true, TLS: &etcdv1alpha1.TLSSpec{CertManager: &etcdv1alpha1.CertManagerSpec{}}}},
+	}
+	if err := k8sClient.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(c)
+	awaitReady(ctx, t, key, 5)
+	cert, roots := secretPair(ctx, t, ns, builder.ClientTLSSecretName(c))
+	cli := tlsClient(ctx, t, ns, c.Name, roots, cert)
+	const keys = 50
+	for i := range keys {
+		if _, err := cli.Put(ctx, fmt.Sprintf("k-%d", i), "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	gone := []string{"five-0", "five-1", "five-2"}
+	for _, m := range gone {
+		if err := env.Faults.Inject(ctx, localcluster.Fault{Action: localcluster.FaultPause, Namespace: ns, Pod: m, Container: builder.EtcdContainerName}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range gone {
+		if err := k8sClient.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: m}}, client.GracePeriodSeconds(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	took := awaitCondition(ctx, t, key, 2*time.Minute, etcdv1alpha1.ConditionQuorumAvailable, metav1.ConditionFalse,
+		"Quorum lost for good: 3 of 5 voting members are gone with their data", etcdv1alpha1.AnnotationApproveRecovery+"=")
+	plan := getCluster(ctx, t, key).Status.RecoveryPlan
+	if plan == nil || len(plan.Gone) != 3 || (plan.Survivor != "five-3" && plan.Survivor != "five-4") {
+		t.Fatalf("after %s, recovery plan %+v: want five-3 or five-4 to survive, three gone", took.Round(time.Second), plan)
+	}
+	t.Logf("three of five gone: plan %s after %s: survivor %s at raft index %d, %d entries at risk", plan.ID, took.Round(100*time.Millisecond), plan.Survivor, plan.RaftIndex, plan.EntriesAtRisk)
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Second) {
+		pods := &corev1.PodList{}
+		if err := k8sClient.List(ctx, pods, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		if len(pods.Items) != 2 {
+			t.Fatalf("without approval, %d Pods, want the two survivors", len(pods.Items))
+		}
+	}
+
+	approved := time.Now()
+	annotate(ctx, t, key, etcdv1alpha1.AnnotationApproveRecovery, plan.ID)
+	awaitReady(ctx, t, key, 5)
+	took = time.Since(approved)
+	rec := getCluster(ctx, t, key).Status.Recovery
+	t.Logf("approved: Ready with 5 voters after %s; recovery %+v", took.Round(100*time.Millisecond), rec)
+	if took > time.Minute {
+		t.Errorf("Ready %s after the approval, want within 60 s", took.Round(time.Second))
+	}
+	if rec == nil || rec.CompletedAt == nil || rec.Survivor != plan.Survivor || len(rec.Retired) != 2 {
+		t.Fatalf("status.recovery = %+v, want complete, from %s, the two survivors retired", rec, plan.Survivor)
+	}
+	for _, m := range rec.Retired {
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: m}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the old cluster's Pod %s: %v, want it deleted", m, err)
+		}
+	}
+	cli = tlsClient(ctx, t, ns, c.Name, roots, cert)
+	var got *clientv3.GetResponse
+	var err error
+	support.Eventually(t, time.Minute, "a read of the rebuilt cluster", func() error {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		got, err = cli.Get(rctx, "k-", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err
+	})
+	if got.Count != keys {
+		t.Errorf("the rebuilt cluster holds %d of the %d keys", got.Count, keys)
+	}
+	assertMembers(ctx, t, cli, ns, 5)
 }
