@@ -170,9 +170,13 @@ func create(ctx context.Context, t *testing.T, s shape) *target {
 	}
 	env.DumpOnFailure(t, ns.Name)
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), ns) })
+	// Recovery from a quorum lost for good is armed: no step loses a
+	// majority's data, so a rebuild (a new cluster ID, writes lost) is a
+	// quorum that would have come back judged gone, and check fails it.
 	c := &etcdv1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: s.name}, Spec: etcdv1alpha1.EtcdClusterSpec{
 		Replicas:               ptr.To(s.replicas),
 		UnhealthyMemberTimeout: &metav1.Duration{Duration: 30 * time.Second},
+		Recovery:               &etcdv1alpha1.RecoverySpec{QuorumLoss: etcdv1alpha1.QuorumLossAutomatic},
 	}}
 	if s.image != "" {
 		c.Spec.PodTemplate.Spec.Containers = []corev1.Container{{Name: builder.EtcdContainerName, Image: s.image}}
@@ -368,6 +372,9 @@ func check(ctx context.Context, t *testing.T, tg *target) {
 	}
 	for _, v := range tg.samples.violations(ctx, tg) {
 		t.Errorf("%s: %s", tg.name, v)
+	}
+	if c := (&etcdv1alpha1.EtcdCluster{}); k8sClient.Get(ctx, tg.key, c) == nil && c.Status.Recovery != nil {
+		t.Errorf("%s: rebuilt from a survivor (%+v), though no step loses a majority's data", tg.name, *c.Status.Recovery)
 	}
 	if seen := tg.samples.quorumsLostForGood(); len(seen) > 0 {
 		t.Errorf("%s: a quorum reported lost for good %d times, though no step loses a majority's data; first: %s", tg.name, len(seen), seen[0])
