@@ -272,14 +272,7 @@ func loseQuorumAndRecover(ctx context.Context, t *testing.T, key client.ObjectKe
 	if started != 1 {
 		t.Errorf("%d RecoveryStarted events, want 1", started)
 	}
-	rcli := etcdClient(ctx, t, key.Namespace, key.Name)
-	var after *clientv3.GetResponse
-	support.Eventually(t, time.Minute, "a read of the rebuilt cluster", func() error {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		after, err = rcli.Get(rctx, "", clientv3.WithPrefix(), clientv3.WithKeysOnly())
-		return err
-	})
+	after := readRebuilt(ctx, t, etcdClient(ctx, t, key.Namespace, key.Name), "", clientv3.WithKeysOnly())
 	if len(after.Kvs) != len(before.Kvs) {
 		t.Errorf("the rebuilt cluster holds %d keys, the cluster held %d before the loss", len(after.Kvs), len(before.Kvs))
 	}

@@ -252,13 +252,7 @@ func TestQuorumLostForGood(t *testing.T) {
 	// Every write the survivor held is there; of the writes it missed, as
 	// many are lost as the plan's bound allows.
 	cli = etcdClient(ctx, t, key.Namespace, key.Name)
-	var got *clientv3.GetResponse
-	support.Eventually(t, time.Minute, "a read of the rebuilt cluster", func() error {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		got, err = cli.Get(rctx, "", clientv3.WithPrefix(), clientv3.WithKeysOnly())
-		return err
-	})
+	got := readRebuilt(ctx, t, cli, "", clientv3.WithKeysOnly())
 	have := map[string]bool{}
 	for _, kv := range got.Kvs {
 		have[string(kv.Key)] = true
@@ -282,6 +276,21 @@ func TestQuorumLostForGood(t *testing.T) {
 	if _, err := cli.Put(ctx, "after", "recovery"); err != nil {
 		t.Errorf("the rebuilt cluster refuses a write: %v", err)
 	}
+}
+
+// readRebuilt reads the keys under prefix from a rebuilt cluster, once it
+// answers.
+func readRebuilt(ctx context.Context, t *testing.T, cli *clientv3.Client, prefix string, opts ...clientv3.OpOption) *clientv3.GetResponse {
+	t.Helper()
+	var got *clientv3.GetResponse
+	support.Eventually(t, time.Minute, "a read of the rebuilt cluster", func() error {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		var err error
+		got, err = cli.Get(rctx, prefix, append([]clientv3.OpOption{clientv3.WithPrefix()}, opts...)...)
+		return err
+	})
+	return got
 }
 
 // annotate sets annotation k=v on the cluster of key.
@@ -419,14 +428,7 @@ func TestQuorumLostForGoodFiveTLS(t *testing.T) {
 		}
 	}
 	cli = tlsClient(ctx, t, ns, c.Name, roots, cert)
-	var got *clientv3.GetResponse
-	var err error
-	support.Eventually(t, time.Minute, "a read of the rebuilt cluster", func() error {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		got, err = cli.Get(rctx, "k-", clientv3.WithPrefix(), clientv3.WithCountOnly())
-		return err
-	})
+	got := readRebuilt(ctx, t, cli, "k-", clientv3.WithCountOnly())
 	if got.Count != keys {
 		t.Errorf("the rebuilt cluster holds %d of the %d keys", got.Count, keys)
 	}
