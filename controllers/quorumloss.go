@@ -166,11 +166,22 @@ func (l quorumLoss) choice(c *etcdv1alpha1.EtcdCluster) string {
 		return "No member survives to rebuild the cluster from: restore a backup into a new EtcdCluster (docs/recovery.md)."
 	case recoveryImpossible(c) != "":
 		return recoveryImpossible(c)
+	case l.waitsForSilent(c):
+		return fmt.Sprintf("spec.recovery.quorumLoss is Automatic, but %s keep their Pods and do not answer: they may hold more than %s, and a rebuild would delete them, so the operator waits for them. To rebuild from %s now, annotate the EtcdCluster with %s=%s.",
+			strings.Join(l.silent, ", "), plan.Survivor, plan.Survivor, etcdv1alpha1.AnnotationApproveRecovery, plan.ID)
 	case c.QuorumLossPolicy() == etcdv1alpha1.QuorumLossAutomatic:
 		return fmt.Sprintf("spec.recovery.quorumLoss is Automatic: the operator rebuilds the cluster from %s (plan %s in status.recoveryPlan).", plan.Survivor, plan.ID)
 	}
 	return fmt.Sprintf("status.recoveryPlan (ID %s) shows what rebuilding the cluster from %s could lose. To rebuild it, annotate the EtcdCluster with %s=%s; or restore a backup into a new EtcdCluster (docs/recovery.md).",
 		plan.ID, plan.Survivor, etcdv1alpha1.AnnotationApproveRecovery, plan.ID)
+}
+
+// waitsForSilent tells whether an automatic rebuild of c waits: voters
+// that keep their Pods but do not answer may hold more than the survivor
+// (the rebuild retires their Pods and claims), so only a person's
+// approval of the plan rebuilds without them.
+func (l quorumLoss) waitsForSilent(c *etcdv1alpha1.EtcdCluster) bool {
+	return c.QuorumLossPolicy() == etcdv1alpha1.QuorumLossAutomatic && len(l.silent) > 0
 }
 
 // recoveryImpossible says why c cannot be rebuilt from a survivor ("" when

@@ -41,8 +41,8 @@ func retiredBy(c *etcdv1alpha1.EtcdCluster, name string) bool {
 // planRecoveryApproval decides, for a cluster whose quorum is lost for good
 // with a survivor to rebuild from, whether to start the rebuild: only when
 // the annotation approves the plan this pass computes (a stale one is
-// refused) or spec.recovery.quorumLoss is Automatic. False when there is
-// no such plan.
+// refused) or spec.recovery.quorumLoss is Automatic and every voter that
+// keeps its Pod answers. False when there is no such plan.
 func planRecoveryApproval(o observed) (action, bool) {
 	c := o.cluster
 	plan := o.loss.recoveryPlan(c)
@@ -52,7 +52,7 @@ func planRecoveryApproval(o observed) (action, bool) {
 	approval := c.Annotations[etcdv1alpha1.AnnotationApproveRecovery]
 	auto := c.QuorumLossPolicy() == etcdv1alpha1.QuorumLossAutomatic
 	switch {
-	case !auto && approval == "":
+	case approval != plan.ID && (!auto && approval == "" || o.loss.waitsForSilent(c)):
 		return action{kind: actWait, reason: "the quorum is lost for good: " + o.loss.choice(c)}, true
 	case !auto && approval != plan.ID:
 		return action{kind: actRefuse, refusal: etcdv1alpha1.ReasonStalePlan, reason: fmt.Sprintf(

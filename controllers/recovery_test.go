@@ -39,6 +39,8 @@ func TestRecoveryNeedsApprovalOfThisPlan(t *testing.T) {
 	if want == nil {
 		t.Fatal("no plan for a quorum lost for good")
 	}
+	silent := lossObserved(lossWorld{n: 5, noPod: []string{"q-0", "q-1", "q-2"}, silent: []string{"q-4"}}, nil)
+	silentPlanID := silent.loss.recoveryPlan(silent.cluster).ID
 	approve := func(id string) func(*etcdv1alpha1.EtcdCluster) {
 		return func(c *etcdv1alpha1.EtcdCluster) {
 			c.Annotations = map[string]string{etcdv1alpha1.AnnotationApproveRecovery: id}
@@ -60,6 +62,13 @@ func TestRecoveryNeedsApprovalOfThisPlan(t *testing.T) {
 		{name: "this plan approved", world: lost, edit: approve(want.ID), want: actStartRecovery},
 		{name: "opted in", world: lost, edit: func(c *etcdv1alpha1.EtcdCluster) {
 			c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{QuorumLoss: etcdv1alpha1.QuorumLossAutomatic}
+		}, want: actStartRecovery},
+		{name: "opted in, a voter silent: it may hold more, the operator waits", world: lossWorld{n: 5, noPod: []string{"q-0", "q-1", "q-2"}, silent: []string{"q-4"}}, edit: func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{QuorumLoss: etcdv1alpha1.QuorumLossAutomatic}
+		}, want: actWait, says: []string{"q-4 keep their Pods and do not answer", "waits for them"}},
+		{name: "opted in, a voter silent, and this plan approved", world: lossWorld{n: 5, noPod: []string{"q-0", "q-1", "q-2"}, silent: []string{"q-4"}}, edit: func(c *etcdv1alpha1.EtcdCluster) {
+			c.Spec.Recovery = &etcdv1alpha1.RecoverySpec{QuorumLoss: etcdv1alpha1.QuorumLossAutomatic}
+			c.Annotations = map[string]string{etcdv1alpha1.AnnotationApproveRecovery: silentPlanID}
 		}, want: actStartRecovery},
 		{name: "password authentication cannot read a survivor", world: lost, edit: func(c *etcdv1alpha1.EtcdCluster) {
 			approve(want.ID)(c)
@@ -92,7 +101,7 @@ func TestRecoveryNeedsApprovalOfThisPlan(t *testing.T) {
 			case a.kind == actWait && ok:
 				t.Errorf("a recovery that is not asked for has condition %+v", cond)
 			}
-			if a.kind != actStartRecovery {
+			if a.kind != actStartRecovery || tt.world.n != lost.n {
 				return
 			}
 			rec := a.recovery
