@@ -98,10 +98,24 @@ func probeMembers(ctx context.Context, newClient EtcdClientFactory, c *etcdv1alp
 			p.leader, p.version = st.Leader, st.Version
 		}
 	}
+	ordered := mostAdvanced(p.statuses)
+	if p.leader == 0 {
+		// A linearizable member list needs a leader. Without one it waits
+		// out the call timeout on each member asked, unless an election
+		// ends meanwhile, which takes a quorum of voters: when those that
+		// answer are fewer, it is not asked for. A cluster that lost its
+		// quorum got its passes 5 s longer for every survivor; one that is
+		// electing (a quorum answers) still waits for its leader.
+		p.localClusterID, p.local = localMembers(ctx, newClient, c, ordered)
+		if answering, voters := answeringVoters(p.local, p.statuses); p.local != nil && answering < etcdv1alpha1.Quorum(voters) {
+			p.err = fmt.Errorf("no member list: %d of %d voting members answer, fewer than a quorum, and none knows a leader", answering, voters)
+			return p
+		}
+	}
 	// The member list comes from the most advanced member that gives it:
 	// one whose data was wiped, or that lags, is never taken as the truth.
 	var lc etcd.Client
-	for _, ep := range mostAdvanced(p.statuses) {
+	for _, ep := range ordered {
 		if lc, err = newClient(ctx, c, []string{ep}); err != nil {
 			p.err = err
 			return p
@@ -114,10 +128,13 @@ func probeMembers(ctx context.Context, newClient EtcdClientFactory, c *etcdv1alp
 	}
 	if lc == nil {
 		p.members = nil
-		p.localClusterID, p.local = localMembers(ctx, newClient, c, mostAdvanced(p.statuses))
+		if p.local == nil {
+			p.localClusterID, p.local = localMembers(ctx, newClient, c, ordered)
+		}
 		return p
 	}
 	defer func() { _ = lc.Close() }()
+	p.localClusterID, p.local = 0, nil
 	parallel(p.members, func(m etcd.Member) {
 		if len(m.ClientURLs) == 0 {
 			return // a learner that has not started
@@ -135,6 +152,24 @@ func probeMembers(ctx context.Context, newClient EtcdClientFactory, c *etcdv1alp
 		p.alarms, p.alarmsErr = lc.Alarms(ctx)
 	}
 	return p
+}
+
+// answeringVoters counts the voters of members, and those of them whose
+// status answered.
+func answeringVoters(members []etcd.Member, statuses map[string]etcd.Status) (answering, voters int) {
+	answered := map[uint64]bool{}
+	for _, st := range statuses {
+		answered[st.MemberID] = true
+	}
+	for _, m := range members {
+		if !m.IsLearner {
+			voters++
+			if answered[m.ID] {
+				answering++
+			}
+		}
+	}
+	return answering, voters
 }
 
 // localMembers is the cluster ID and member list as the first of
