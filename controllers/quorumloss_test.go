@@ -34,13 +34,15 @@ type lossWorld struct {
 	noPod      []string
 	noClaim    []string
 	silent     []string
-	index      map[string]uint64
-	term       map[string]uint64
-	learner    string // a learner, beside the n voters, with no Pod
-	unstarted  string // a voter that never started (no name in etcd), with no Pod
-	quorum     bool   // the linearizable list answered after all
-	unformed   bool   // no cluster ID in the status: it never formed
-	foreign    bool   // the local list comes from another cluster ID
+	// unscheduled keep a Pod bound to no node, which does not answer.
+	unscheduled []string
+	index       map[string]uint64
+	term        map[string]uint64
+	learner     string // a learner, beside the n voters, with no Pod
+	unstarted   string // a voter that never started (no name in etcd), with no Pod
+	quorum      bool   // the linearizable list answered after all
+	unformed    bool   // no cluster ID in the status: it never formed
+	foreign     bool   // the local list comes from another cluster ID
 	// otherCluster is a member that answers for another cluster ID.
 	otherCluster string
 	// seen gives members the raft index the last status recorded.
@@ -78,12 +80,16 @@ func (w lossWorld) build() (*etcdv1alpha1.EtcdCluster, probe, map[string]*corev1
 		}
 		members = append(members, m)
 		if !slices.Contains(w.noPod, name) && name != w.unstarted {
-			pods[name] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			pods[name] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: "node-1"},
+				Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}}
+			if slices.Contains(w.unscheduled, name) {
+				pods[name].Spec.NodeName, pods[name].Status = "", corev1.PodStatus{Phase: corev1.PodPending}
+			}
 		}
 		if !slices.Contains(w.noClaim, name) {
 			claims[name] = true
 		}
-		if pods[name] != nil && !slices.Contains(w.silent, name) {
+		if pods[name] != nil && !slices.Contains(w.silent, name) && !slices.Contains(w.unscheduled, name) {
 			idx, term := w.index[name], w.term[name]
 			if idx == 0 {
 				idx = 100
@@ -189,6 +195,12 @@ func TestLostQuorum(t *testing.T) {
 		{name: "claims kept: the Pods come back with their data", world: lossWorld{n: 3, persistent: true, noPod: []string{"q-1", "q-2"}}, survivors: "q-0"},
 		{name: "Pods and claims gone", world: lossWorld{n: 3, persistent: true, noPod: []string{"q-1", "q-2"}, noClaim: []string{"q-1", "q-2"}},
 			forGood: true, survivors: "q-0", gone: "q-1,q-2", message: []string{"its Pod and its claim " + builder.ClaimName("q-1") + " are gone"}},
+		{name: "a Pod that never started on a claim being deleted: gone", world: lossWorld{n: 3, persistent: true, noPod: []string{"q-1"}, noClaim: []string{"q-1", "q-2"}, unscheduled: []string{"q-2"}},
+			forGood: true, survivors: "q-0", gone: "q-1,q-2", message: []string{"q-2 (its claim " + builder.ClaimName("q-2") + " is gone or being deleted, and its Pod never started on it)"}},
+		{name: "a Pod that never started on a live claim keeps its member", world: lossWorld{n: 3, persistent: true, noPod: []string{"q-1"}, noClaim: []string{"q-1"}, unscheduled: []string{"q-2"}},
+			survivors: "q-0", gone: "q-1"},
+		{name: "a Pod that ran on a claim being deleted keeps its member", world: lossWorld{n: 3, persistent: true, noPod: []string{"q-1"}, noClaim: []string{"q-1", "q-2"}, silent: []string{"q-2"}},
+			survivors: "q-0", gone: "q-1"},
 		{name: "a claim without a Pod keeps its member", world: lossWorld{n: 3, persistent: true, noPod: []string{"q-1", "q-2"}, noClaim: []string{"q-2"}},
 			survivors: "q-0", gone: "q-2"},
 		{name: "five, three gone: the most advanced survivor first, by index then term then ID",
