@@ -1044,3 +1044,54 @@ func TestRestoreFromASurvivor(t *testing.T) {
 		})
 	}
 }
+
+// TestPromoteWithAuthThroughAFollower: with authentication on, a follower
+// forwards a promotion to the leader without the caller's identity (etcd
+// 3.5.21 drops the token; no version passes on a client certificate's
+// user), and the leader refuses it until the call times out. Promote asks
+// the leader itself, even through a client that knows only a follower.
+func TestPromoteWithAuthThroughAFollower(t *testing.T) {
+	t.Parallel()
+	for _, version := range versions {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			tc := startCluster(t, version, 2)
+			if err := tc.client(t).EnableAuth(ctx, "root-pw"); err != nil {
+				t.Fatal(err)
+			}
+			root := tc.clientAs(t, "root", "root-pw")
+			leader := tc.leader(t, root)
+			follower := tc.members[0]
+			if follower == leader {
+				follower = tc.members[1]
+			}
+			peerURL, clientURL := localURL(t), localURL(t)
+			var learner etcd.Member
+			untilAccepted(t, "etcd to accept a learner", func() error {
+				var err error
+				learner, _, err = root.AddLearner(ctx, []string{peerURL})
+				return err
+			})
+			initial := fmt.Sprintf("%s=%s,%s=%s,m2=%s", tc.members[0].name, tc.members[0].peerURL, tc.members[1].name, tc.members[1].peerURL, peerURL)
+			started := tc.start(t, "m2", peerURL, clientURL, "existing", initial)
+
+			viaFollower, err := etcd.New(etcd.Config{Endpoints: []string{follower.clientURL}, CallTimeout: callTimeout, Username: "root", Password: "root-pw"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = viaFollower.Close() }()
+			notReady := 0
+			eventually(t, "the learner to be promoted through "+follower.name, func() error {
+				err := viaFollower.Promote(ctx, learner.ID)
+				if errors.Is(err, etcd.ErrLearnerNotReady) {
+					notReady++
+				} else if err != nil {
+					t.Fatalf("Promote through follower %s: %v", follower.name, err)
+				}
+				return err
+			}, started)
+			t.Logf("promoted through follower %s after %d refusals as not ready", follower.name, notReady)
+		})
+	}
+}
