@@ -319,7 +319,7 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 	case actAddLearner:
 		_, _, err := ec.AddLearner(ctx, []string{builder.PeerURL(c, a.member)})
 		if errors.Is(err, etcd.ErrUnhealthyCluster) {
-			return waitRequeue, nil
+			return reconfigRequeue(o), nil
 		}
 		if err != nil {
 			return 0, fmt.Errorf("adding learner %s: %w", a.member, err)
@@ -329,8 +329,11 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 		return stepRequeue, nil
 	case actPromote:
 		err := ec.Promote(ctx, a.id)
-		if errors.Is(err, etcd.ErrLearnerNotReady) || errors.Is(err, etcd.ErrUnhealthyCluster) {
-			return waitRequeue, nil
+		if errors.Is(err, etcd.ErrLearnerNotReady) {
+			return learnerRequeue(o, a.member), nil
+		}
+		if errors.Is(err, etcd.ErrUnhealthyCluster) {
+			return reconfigRequeue(o), nil
 		}
 		if err != nil {
 			return 0, fmt.Errorf("promoting %s: %w", a.member, err)
@@ -351,7 +354,7 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 	case actRemove:
 		err := ec.Remove(ctx, a.id)
 		if errors.Is(err, etcd.ErrUnhealthyCluster) {
-			return waitRequeue, nil
+			return reconfigRequeue(o), nil
 		}
 		if err != nil && !errors.Is(err, etcd.ErrMemberNotFound) {
 			return 0, fmt.Errorf("removing member %s: %w", a.member, err)

@@ -2,6 +2,10 @@ package controllers
 
 import (
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/etcd-operator/etcd-operator/internal/builder"
 )
 
 // maxWaitRequeue bounds how long a cluster that keeps waiting for the same
@@ -74,4 +78,60 @@ func foundingOnWatches(o observed, step action) bool {
 // (TestUpgrade35To36 in CI), until something else woke the cluster.
 func lookAgain(o observed, step action) bool {
 	return step.kind == actNone && readyVoters(o) < int(o.cluster.DesiredReplicas())
+}
+
+// learnerRequeue is how soon to ask again to promote learner name, which
+// etcd says has not caught up: a new learner catches up within a second
+// of its etcd starting, so at first every stepRequeue, then less often (a
+// quarter of its Pod's age), every waitRequeue at most, which a learner
+// catching up a large database for minutes is asked at. A fixed 2 s was
+// up to 2 s lost on every member added.
+func learnerRequeue(o observed, name string) time.Duration {
+	p := o.pods[name]
+	if p == nil {
+		return waitRequeue
+	}
+	return min(max(o.now.Sub(p.CreationTimestamp.Time)/4, stepRequeue), waitRequeue)
+}
+
+// etcdConnectedWindow is how long etcd's strict reconfiguration check
+// wants every voter connected to the leader before it takes a change of
+// membership (etcdserver.HealthInterval).
+const etcdConnectedWindow = 5 * time.Second
+
+// reconfigRequeue is how soon to ask again for a change of membership
+// that etcd refused for now (etcd.ErrUnhealthyCluster). The usual cause
+// is a member that started less than etcdConnectedWindow ago, right after
+// it was promoted: ask again once the youngest member's etcd container
+// has run that long (its start time is kept to the second, so it may be
+// up to a second early), then every stepRequeue for a few seconds more
+// while its connection comes up. When no member started that recently the
+// cause is another (a member that does not answer): every waitRequeue. A
+// fixed 2 s was up to 2 s lost on every member added after the first.
+func reconfigRequeue(o observed) time.Duration {
+	var youngest time.Time
+	for _, p := range o.pods {
+		if t := etcdStartedAt(p); t.After(youngest) {
+			youngest = t
+		}
+	}
+	due := youngest.Add(etcdConnectedWindow)
+	switch {
+	case youngest.IsZero() || o.now.After(due.Add(etcdConnectedWindow)):
+		return waitRequeue
+	case o.now.Before(due):
+		return max(due.Sub(o.now), stepRequeue)
+	}
+	return stepRequeue
+}
+
+// etcdStartedAt is when the etcd container of p last started, zero when
+// it does not run.
+func etcdStartedAt(p *corev1.Pod) time.Time {
+	for _, s := range p.Status.ContainerStatuses {
+		if s.Name == builder.EtcdContainerName && s.State.Running != nil {
+			return s.State.Running.StartedAt.Time
+		}
+	}
+	return time.Time{}
 }

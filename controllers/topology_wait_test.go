@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -95,6 +96,62 @@ func TestFoundingOnWatches(t *testing.T) {
 	} {
 		if got := foundingOnWatches(tc.o, tc.step); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestLearnerRequeue: a learner etcd does not let be promoted yet is
+// asked again soon while its Pod is new, less often as it ages.
+func TestLearnerRequeue(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	for _, tc := range []struct {
+		age  time.Duration
+		want time.Duration
+	}{
+		{0, stepRequeue},
+		{time.Second, stepRequeue},
+		{4 * time.Second, time.Second},
+		{time.Minute, waitRequeue},
+	} {
+		o := observed{now: now, pods: map[string]*corev1.Pod{"a-3": {ObjectMeta: metav1.ObjectMeta{Name: "a-3", CreationTimestamp: metav1.NewTime(now.Add(-tc.age))}}}}
+		if got := learnerRequeue(o, "a-3"); got != tc.want {
+			t.Errorf("learner Pod %s old: requeue %s, want %s", tc.age, got, tc.want)
+		}
+	}
+	if got := learnerRequeue(observed{now: now}, "a-3"); got != waitRequeue {
+		t.Errorf("no Pod: requeue %s, want %s", got, waitRequeue)
+	}
+}
+
+func TestReconfigRequeue(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	pod := func(name string, started time.Duration) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if started >= 0 {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "etcd", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now.Add(-started))}}}}
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name    string
+		started []time.Duration // how long ago each member's etcd started; <0: not running
+		want    time.Duration
+	}{
+		{"no member runs", []time.Duration{-1}, waitRequeue},
+		{"youngest started a second ago", []time.Duration{time.Hour, time.Second}, 4 * time.Second},
+		{"youngest nearly 5 s old", []time.Duration{4800 * time.Millisecond, time.Hour}, stepRequeue},
+		{"just past 5 s: its connection may come later", []time.Duration{6 * time.Second}, stepRequeue},
+		{"every member long started: another cause", []time.Duration{11 * time.Second, time.Hour, -1}, waitRequeue},
+	} {
+		o := observed{now: now, pods: map[string]*corev1.Pod{}}
+		for i, d := range tc.started {
+			name := fmt.Sprintf("a-%d", i)
+			o.pods[name] = pod(name, d)
+		}
+		if got := reconfigRequeue(o); got != tc.want {
+			t.Errorf("%s: requeue %s, want %s", tc.name, got, tc.want)
 		}
 	}
 }
