@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"math/rand"
 	"net"
 	"path/filepath"
@@ -34,6 +35,7 @@ import (
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
 	"github.com/etcd-operator/etcd-operator/internal/builder"
+	"github.com/etcd-operator/etcd-operator/internal/etcd"
 	"github.com/etcd-operator/etcd-operator/internal/localcluster"
 	"github.com/etcd-operator/etcd-operator/test/chaos/history"
 	"github.com/etcd-operator/etcd-operator/test/support"
@@ -78,6 +80,10 @@ type target struct {
 	samples *sampler
 	// backups are the EtcdBackups the campaign took of the cluster.
 	backups []backupTaken
+	// lossFrom and lossTo (History.Now) bound the step that lost a
+	// majority of its members with their data, at most one a campaign;
+	// zero when none did.
+	lossFrom, lossTo int64
 }
 
 // backupTaken is an EtcdBackup and when (History.Now) it was asked for:
@@ -358,30 +364,79 @@ func check(ctx context.Context, t *testing.T, tg *target) {
 	if acked == 0 {
 		t.Errorf("%s: the writer never succeeded", tg.name)
 	}
-	if lost := tg.hist.LostWrites(final); len(lost) > 0 {
-		t.Errorf("%s: acknowledged writes lost: %v", tg.name, lost)
+	rebuilt := int64(math.MaxInt64)
+	if tg.lossTo != 0 {
+		rebuilt = checkRebuilt(ctx, t, tg, final)
+	} else {
+		if lost := tg.hist.LostWrites(final); len(lost) > 0 {
+			t.Errorf("%s: acknowledged writes lost: %v", tg.name, lost)
+		}
+		if ids := tg.hist.ClusterIDs(); len(ids) != 1 {
+			t.Errorf("%s: etcd answered with %d cluster IDs %x, want one", tg.name, len(ids), ids)
+		}
+		if c := (&etcdv1alpha1.EtcdCluster{}); k8sClient.Get(ctx, tg.key, c) == nil && c.Status.Recovery != nil {
+			t.Errorf("%s: rebuilt from a survivor (%+v), though no step lost a majority's data", tg.name, *c.Status.Recovery)
+		}
+		if seen := tg.samples.quorumsLostForGood(); len(seen) > 0 {
+			t.Errorf("%s: a quorum reported lost for good %d times, though no step lost a majority's data; first: %s", tg.name, len(seen), seen[0])
+		}
 	}
-	switch res := tg.hist.Linearizable(2 * time.Minute); res {
+	switch res := tg.hist.LinearizableRebuilt(2*time.Minute, rebuilt); res {
 	case porcupine.Illegal:
 		t.Errorf("%s: the history of puts and reads is not linearizable", tg.name)
 	case porcupine.Unknown:
 		t.Logf("%s: the linearizability check did not finish in time; inconclusive", tg.name)
 	}
-	if ids := tg.hist.ClusterIDs(); len(ids) != 1 {
-		t.Errorf("%s: etcd answered with %d cluster IDs %x, want one", tg.name, len(ids), ids)
-	}
 	for _, v := range tg.samples.violations(ctx, tg) {
 		t.Errorf("%s: %s", tg.name, v)
 	}
-	if c := (&etcdv1alpha1.EtcdCluster{}); k8sClient.Get(ctx, tg.key, c) == nil && c.Status.Recovery != nil {
-		t.Errorf("%s: rebuilt from a survivor (%+v), though no step loses a majority's data", tg.name, *c.Status.Recovery)
-	}
-	if seen := tg.samples.quorumsLostForGood(); len(seen) > 0 {
-		t.Errorf("%s: a quorum reported lost for good %d times, though no step loses a majority's data; first: %s", tg.name, len(seen), seen[0])
-	}
 	for _, b := range tg.backups {
-		checkBackup(ctx, t, tg, b)
+		checkBackup(ctx, t, tg, b, rebuilt)
 	}
+}
+
+// checkRebuilt checks tg, which lost a majority with its data, once its
+// writer stopped: the operator rebuilt it from a survivor (status.recovery
+// complete); every answer before the rebuild started carried the old
+// cluster ID, every one after the new; the puts acknowledged more than a
+// second before the loss (the survivors, healthy followers, held them)
+// and those after the rebuild started are all there. It returns when the
+// rebuild started (History.Now), where the history splits.
+func checkRebuilt(ctx context.Context, t *testing.T, tg *target, final map[string]string) int64 {
+	t.Helper()
+	c := &etcdv1alpha1.EtcdCluster{}
+	if err := k8sClient.Get(ctx, tg.key, c); err != nil {
+		t.Errorf("%s: %v", tg.name, err)
+		return math.MaxInt64
+	}
+	rec := c.Status.Recovery
+	if rec == nil || rec.StartedAt.IsZero() || rec.CompletedAt == nil {
+		t.Errorf("%s: lost a majority with its data, and status.recovery is %+v, want a complete rebuild", tg.name, rec)
+		return math.MaxInt64
+	}
+	rebuilt := tg.hist.At(rec.StartedAt.Time)
+	for _, o := range tg.hist.Acknowledged() {
+		want := rec.FromClusterID
+		if o.Call >= rebuilt {
+			want = c.Status.ClusterID
+		}
+		if o.ClusterID != 0 && etcd.FormatID(o.ClusterID) != want {
+			t.Errorf("%s: an answer at %s carried cluster ID %s, want %s (rebuilt at %s)", tg.name,
+				time.Duration(o.Ret), etcd.FormatID(o.ClusterID), want, time.Duration(rebuilt))
+			break
+		}
+	}
+	margin := time.Second.Nanoseconds()
+	if lost := tg.hist.LostWritesAmong(final, func(o history.Op) bool { return o.Ret < tg.lossFrom-margin }); len(lost) > 0 {
+		t.Errorf("%s: writes acknowledged before the loss lost: %v", tg.name, lost)
+	}
+	if lost := tg.hist.LostWritesAmong(final, func(o history.Op) bool { return o.Call >= rebuilt }); len(lost) > 0 {
+		t.Errorf("%s: writes acknowledged after the rebuild lost: %v", tg.name, lost)
+	}
+	t.Logf("%s: rebuilt from %s (plan %s, %d entries at risk), cluster %s to %s, resumed at revision %d, %s after the loss",
+		tg.name, rec.Survivor, rec.PlanID, rec.EntriesAtRisk, rec.FromClusterID, c.Status.ClusterID, rec.ResumedAtRevision,
+		(time.Duration(tg.hist.At(rec.CompletedAt.Time) - tg.lossTo)).Round(time.Second))
+	return rebuilt
 }
 
 // backupClaim is the claim in each cluster's namespace its backups go to.
@@ -417,8 +472,8 @@ func takeBackup(ctx context.Context, tg *target) (string, error) {
 
 // checkBackup: a backup the campaign took succeeded, whatever happened
 // meanwhile, and its snapshot holds every put acknowledged before it was
-// asked for.
-func checkBackup(ctx context.Context, t *testing.T, tg *target, taken backupTaken) {
+// asked for, but those a rebuild (at rebuilt) may have lost.
+func checkBackup(ctx context.Context, t *testing.T, tg *target, taken backupTaken, rebuilt int64) {
 	t.Helper()
 	b := &etcdv1alpha1.EtcdBackup{}
 	support.Eventually(t, 5*time.Minute, "backup "+taken.name+" of "+tg.name+" to end", func() error {
@@ -444,7 +499,10 @@ func checkBackup(ctx context.Context, t *testing.T, tg *target, taken backupTake
 		t.Errorf("%s: backup %s: %v", tg.name, taken.name, err)
 		return
 	}
-	if lost := tg.hist.LostWritesBefore(keys, taken.asked); len(lost) > 0 {
+	atRisk := func(o history.Op) bool {
+		return tg.lossTo != 0 && o.Ret >= tg.lossFrom-time.Second.Nanoseconds() && o.Call < rebuilt
+	}
+	if lost := tg.hist.LostWritesAmong(keys, func(o history.Op) bool { return o.Ret < taken.asked && !atRisk(o) }); len(lost) > 0 {
 		t.Errorf("%s: backup %s (revision %d, from %s, attempt %d) lacks acknowledged writes: %v", tg.name, taken.name, b.Status.Revision, b.Status.Member, b.Status.Attempts, lost)
 	}
 	t.Logf("%s: backup %s holds every write acknowledged before it (revision %d from %s, attempt %d)", tg.name, taken.name, b.Status.Revision, b.Status.Member, b.Status.Attempts)
@@ -477,6 +535,7 @@ func pickStep(rng *rand.Rand, tg *target) step {
 		{name: "cut a member off for 10s", do: memberFault(rng, localcluster.FaultCut, localcluster.FaultHeal)},
 		{name: "delete a member's Pod", do: memberFault(rng, localcluster.FaultDeletePod, ""), destroys: deleteDestroys},
 		{name: "wipe a member's data", do: memberFault(rng, localcluster.FaultWipe, ""), destroys: true},
+		{name: "lose a majority with its data", do: loseQuorum(rng), destroys: true},
 		{name: "stop a member's node for 20s", do: stopNode(rng)},
 		{name: "throttle a member for 10s", do: memberFault(rng, localcluster.FaultThrottle, localcluster.FaultUnthrottle)},
 		{name: "ask to defragment every member", do: request(etcdv1alpha1.AnnotationDefragment, func([]corev1.Pod) string { return etcdv1alpha1.DefragmentAll })},
@@ -549,6 +608,52 @@ func memberFault(rng *rand.Rand, action, heal string) func(context.Context, *tar
 			err = env.Faults.Inject(ctx, f)
 		}
 		return p.Name, err
+	}
+}
+
+// loseQuorum loses a majority of tg's members for good: their etcd
+// paused (so no membership change happens between the deletions), then
+// their Pods deleted, and their claims with them. The operator, armed to
+// recover automatically, rebuilds the cluster from the most advanced
+// survivor; check then allows what a rebuild may lose. Once a campaign
+// for each cluster.
+func loseQuorum(rng *rand.Rand) func(context.Context, *target) (string, error) {
+	choice := rng.Int()
+	return func(ctx context.Context, tg *target) (string, error) {
+		if tg.lossTo != 0 {
+			return "", errors.New("it lost a majority once already in this campaign")
+		}
+		pods := memberPods(ctx, tg)
+		if len(pods) < 3 {
+			return "", fmt.Errorf("%d member Pods: a survivor and a majority to lose take three", len(pods))
+		}
+		var gone []string
+		for i := range etcdv1alpha1.Quorum(len(pods)) {
+			gone = append(gone, pods[(choice+i)%len(pods)].Name)
+		}
+		what := "paused and deleted " + strings.Join(gone, ", ")
+		if tg.claims {
+			what += " with their claims"
+		}
+		tg.lossFrom = tg.hist.Now()
+		defer func() { tg.lossTo = tg.hist.Now() }()
+		for _, name := range gone {
+			if err := env.Faults.Inject(ctx, localcluster.Fault{Action: localcluster.FaultPause, Namespace: tg.key.Namespace, Pod: name, Container: builder.EtcdContainerName}); err != nil {
+				return what, err
+			}
+		}
+		for _, name := range gone {
+			if err := k8sClient.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: tg.key.Namespace, Name: name}}, client.GracePeriodSeconds(0)); err != nil {
+				return what, err
+			}
+			if tg.claims {
+				claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: tg.key.Namespace, Name: builder.ClaimName(name)}}
+				if err := k8sClient.Delete(ctx, claim); err != nil {
+					return what, err
+				}
+			}
+		}
+		return what, nil
 	}
 }
 

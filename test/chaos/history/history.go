@@ -27,6 +27,9 @@ type Op struct {
 	OK    bool   // the put was acknowledged
 	Call  int64  // nanoseconds since the history began (History.Now)
 	Ret   int64
+	// ClusterID is the cluster ID etcd's answer carried (acknowledged
+	// operations).
+	ClusterID uint64
 }
 
 // History is what one cluster's writer did, and the cluster IDs etcd's
@@ -46,6 +49,9 @@ func New() *History {
 // Now is the history's clock: nanoseconds since it began.
 func (h *History) Now() int64 { return time.Since(h.start).Nanoseconds() }
 
+// At is time t on the history's clock.
+func (h *History) At(t time.Time) int64 { return t.Sub(h.start).Nanoseconds() }
+
 // Add records an operation that ended now: an acknowledged one, a failed
 // put (it may have been applied: its return is infinity), or nothing for
 // a failed get (it constrains nothing).
@@ -54,7 +60,7 @@ func (h *History) Add(o Op, clusterID uint64, err error) {
 	defer h.mu.Unlock()
 	switch {
 	case err == nil:
-		o.OK, o.Ret = true, h.Now()
+		o.OK, o.Ret, o.ClusterID = true, h.Now(), clusterID
 		if clusterID != 0 {
 			h.clusterIDs[clusterID] = true
 		}
@@ -74,51 +80,83 @@ type kvInput struct {
 
 type kvOutput struct{ value string }
 
-// kvModel is a map of registers, one per key, checked key by key.
-var kvModel = porcupine.Model{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		byKey := map[string][]porcupine.Operation{}
-		for _, o := range history {
-			k := o.Input.(kvInput).key
-			byKey[k] = append(byKey[k], o)
-		}
-		var out [][]porcupine.Operation
-		for _, k := range slices.Sorted(maps.Keys(byKey)) {
-			out = append(out, byKey[k])
-		}
-		return out
-	},
-	Init: func() any { return "" },
-	Step: func(state, input, output any) (bool, any) {
-		in := input.(kvInput)
-		if in.put {
-			return true, in.value
-		}
-		return output.(kvOutput).value == state.(string), state
-	},
-	DescribeOperation: func(input, output any) string {
-		in := input.(kvInput)
-		if in.put {
-			return fmt.Sprintf("put(%s, %s)", in.key, in.value)
-		}
-		return fmt.Sprintf("get(%s) -> %q", in.key, output.(kvOutput).value)
-	},
+// unknown is the state of a key whose value the checker does not know:
+// no value the writer puts or reads is ever this.
+const unknown = "\x00unknown"
+
+// kvModel is a map of registers, one per key, checked key by key, each
+// starting absent (""), or, from unknown, at whatever its first read
+// returns.
+func kvModel(start string) porcupine.Model {
+	return porcupine.Model{
+		Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+			byKey := map[string][]porcupine.Operation{}
+			for _, o := range history {
+				k := o.Input.(kvInput).key
+				byKey[k] = append(byKey[k], o)
+			}
+			var out [][]porcupine.Operation
+			for _, k := range slices.Sorted(maps.Keys(byKey)) {
+				out = append(out, byKey[k])
+			}
+			return out
+		},
+		Init: func() any { return start },
+		Step: func(state, input, output any) (bool, any) {
+			in := input.(kvInput)
+			switch {
+			case in.put:
+				return true, in.value
+			case state.(string) == unknown:
+				return true, output.(kvOutput).value
+			}
+			return output.(kvOutput).value == state.(string), state
+		},
+		DescribeOperation: func(input, output any) string {
+			in := input.(kvInput)
+			if in.put {
+				return fmt.Sprintf("put(%s, %s)", in.key, in.value)
+			}
+			return fmt.Sprintf("get(%s) -> %q", in.key, output.(kvOutput).value)
+		},
+	}
 }
 
 // Linearizable checks the history with porcupine: Ok, Illegal, or Unknown
 // when the check did not finish within timeout.
 func (h *History) Linearizable(timeout time.Duration) porcupine.CheckResult {
+	return h.LinearizableRebuilt(timeout, math.MaxInt64)
+}
+
+// LinearizableRebuilt checks the history of a cluster rebuilt at rebuilt
+// (History.Now) from a survivor, which may lack writes acknowledged before:
+// the operations called before, and those called after from whatever
+// value each key had then, each part linearizable on its own. The worse
+// result of the two.
+func (h *History) LinearizableRebuilt(timeout time.Duration, rebuilt int64) porcupine.CheckResult {
 	h.mu.Lock()
 	ops := slices.Clone(h.ops)
 	h.mu.Unlock()
-	history := make([]porcupine.Operation, 0, len(ops))
+	var before, after []porcupine.Operation
 	for _, o := range ops {
-		history = append(history, porcupine.Operation{
+		op := porcupine.Operation{
 			Input: kvInput{key: o.Key, value: o.Value, put: o.Put}, Call: o.Call,
 			Output: kvOutput{value: o.Value}, Return: o.Ret,
-		})
+		}
+		if o.Call < rebuilt {
+			before = append(before, op)
+		} else {
+			after = append(after, op)
+		}
 	}
-	return porcupine.CheckOperationsTimeout(kvModel, history, timeout)
+	result := porcupine.CheckOperationsTimeout(kvModel(""), before, timeout)
+	if len(after) > 0 && result != porcupine.Illegal {
+		switch r := porcupine.CheckOperationsTimeout(kvModel(unknown), after, timeout); {
+		case r == porcupine.Illegal, result == porcupine.Ok:
+			result = r
+		}
+	}
+	return result
 }
 
 // LostWrites lists the keys whose final value (final, read after the
@@ -131,11 +169,16 @@ func (h *History) LostWrites(final map[string]string) []string {
 // LostWritesBefore is LostWrites for the puts acknowledged before before
 // (History.Now): what a snapshot whose taking began at before must hold.
 func (h *History) LostWritesBefore(final map[string]string, before int64) []string {
+	return h.LostWritesAmong(final, func(o Op) bool { return o.Ret < before })
+}
+
+// LostWritesAmong is LostWrites for the acknowledged puts among chooses.
+func (h *History) LostWritesAmong(final map[string]string, among func(Op) bool) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	lastAcked := map[string]int{}
 	for _, o := range h.ops {
-		if o.Put && o.OK && o.Ret < before {
+		if o.Put && o.OK && among(o) {
 			n, _ := strconv.Atoi(o.Value)
 			lastAcked[o.Key] = max(lastAcked[o.Key], n)
 		}
@@ -148,6 +191,19 @@ func (h *History) LostWritesBefore(final map[string]string, before int64) []stri
 		}
 	}
 	return lost
+}
+
+// Acknowledged are the operations etcd acknowledged, oldest first.
+func (h *History) Acknowledged() []Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var ok []Op
+	for _, o := range h.ops {
+		if o.OK || !o.Put {
+			ok = append(ok, o)
+		}
+	}
+	return ok
 }
 
 // Counts are the acknowledged and failed puts and the reads.
