@@ -1,10 +1,11 @@
 // Command bench measures the operator on the local cluster and prints the
 // median, minimum and maximum of several runs of each scenario: time from
 // apply to Ready for 1, 3 and 5 members (and its phases, between the
-// operator's membership events), time per scale step, time back to
-// full strength after a member's Pod is deleted and after its data is lost,
-// time to roll a 3-member cluster to a new spec and the longest run of
-// failed writes during the roll, the operator's memory and CPU at rest, and
+// operator's membership events), time per scale step (and its phases),
+// time back to full strength after a member's Pod is deleted and after its
+// data is lost, time to roll a 3-member cluster to a new spec (and its
+// phases, between the operator's events and each new Pod Ready) and the
+// longest run of failed writes during the roll, the operator's memory and CPU at rest, and
 // its memory once the cluster holds 2,000 Secrets of 10 KiB that are none
 // of its business (its cache must not hold them), and one operator with
 // many clusters: 100 running clusters of 1 member, then 1,000 whose
@@ -143,7 +144,7 @@ func run(root string, runs int, chosen map[string]bool) error {
 				return err
 			}
 			for _, s := range steps {
-				record("scale step "+s.name, s.took)
+				record(s.name, s.took)
 			}
 		}
 		for _, loss := range []bool{false, true} {
@@ -164,11 +165,14 @@ func run(root string, runs int, chosen map[string]bool) error {
 			}
 		}
 		if chosen["roll"] {
-			took, window, err := b.roll(ctx, fmt.Sprintf("roll-%d", i))
+			took, window, phases, err := b.roll(ctx, fmt.Sprintf("roll-%d", i))
 			if err != nil {
 				return err
 			}
 			record("roll 3 members to new options (claims kept)", took)
+			for _, p := range phases {
+				record("  roll: "+p.name, p.took)
+			}
 			record("longest write error window during the roll", window)
 		}
 	}
@@ -270,32 +274,34 @@ func memberOrdinal(cluster, note string) string {
 // is named by the events it lies between, members by ordinal, so runs
 // compare.
 func (b *bench) phases(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, start, ready time.Time) ([]step, error) {
-	events, err := b.membershipEvents(ctx, cluster)
+	marks, err := b.eventMarks(ctx, cluster, start)
 	if err != nil {
 		return nil, err
-	}
-	var marks []mark
-	for _, e := range events {
-		marks = append(marks, mark{e.Reason + " #" + memberOrdinal(cluster.Name, e.Note), e.EventTime.Time})
 	}
 	return splitAt(start, "apply", marks, ready), nil
 }
 
-// membershipEvents are the operator's events about the membership of
-// cluster: a member's Pod created, a learner added or promoted, a member
-// removed.
-func (b *bench) membershipEvents(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) ([]eventsv1.Event, error) {
+// stepReasons are the reasons of the operator's events that mark a step
+// of a change of membership or of a roll: a member's Pod created or
+// deleted to be rebuilt, a learner added or promoted, a member removed,
+// leadership moved.
+var stepReasons = []string{"MemberPodCreated", "MemberRolling", "MemberAdded", "MemberPromoted", "MemberRemoved", "LeaderMoved"}
+
+// eventMarks are the operator's step events about cluster since a
+// moment, each named by its reason and the ordinal of the member it is
+// about ("MemberPromoted #3").
+func (b *bench) eventMarks(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, since time.Time) ([]mark, error) {
 	events := &eventsv1.EventList{}
 	if err := b.c.List(ctx, events, client.InNamespace(cluster.Namespace)); err != nil {
 		return nil, err
 	}
-	var mine []eventsv1.Event
+	var marks []mark
 	for _, e := range events.Items {
-		if e.Regarding.Kind == "EtcdCluster" && e.Regarding.Name == cluster.Name && slices.Contains([]string{"MemberPodCreated", "MemberAdded", "MemberPromoted", "MemberRemoved"}, e.Reason) {
-			mine = append(mine, e)
+		if e.Regarding.Kind == "EtcdCluster" && e.Regarding.Name == cluster.Name && slices.Contains(stepReasons, e.Reason) && !e.EventTime.Time.Before(since) {
+			marks = append(marks, mark{e.Reason + " #" + memberOrdinal(cluster.Name, e.Note), e.EventTime.Time})
 		}
 	}
-	return mine, nil
+	return marks, nil
 }
 
 type step struct {
@@ -324,7 +330,16 @@ func (b *bench) scale(ctx context.Context, name string) ([]step, error) {
 		if err := b.awaitReady(ctx, cluster, pair[1]); err != nil {
 			return nil, err
 		}
-		steps = append(steps, step{fmt.Sprintf("%d -> %d", pair[0], pair[1]), time.Since(start)})
+		done := time.Now()
+		name := fmt.Sprintf("%d -> %d", pair[0], pair[1])
+		steps = append(steps, step{"scale step " + name, done.Sub(start)})
+		marks, err := b.eventMarks(ctx, cluster, start)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range splitAt(start, "apply", marks, done) {
+			steps = append(steps, step{"  " + name + ": " + p.name, p.took})
+		}
 	}
 	return steps, nil
 }
@@ -387,16 +402,11 @@ func (b *bench) recover(ctx context.Context, name string, dataLoss bool) (time.D
 		return 0, nil, err
 	}
 	done := time.Now()
-	marks := []mark{{"old Pod gone", gone}, {"new Pod Ready", replacementReady}}
-	events, err := b.membershipEvents(ctx, cluster)
+	marks, err := b.eventMarks(ctx, cluster, start)
 	if err != nil {
 		return 0, nil, err
 	}
-	for _, e := range events {
-		if e.EventTime.After(start) {
-			marks = append(marks, mark{e.Reason + " #" + memberOrdinal(cluster.Name, e.Note), e.EventTime.Time})
-		}
-	}
+	marks = append(marks, mark{"old Pod gone", gone}, mark{"new Pod Ready", replacementReady})
 	return done.Sub(start), splitAt(start, "delete", marks, done), nil
 }
 
@@ -423,23 +433,25 @@ func splitAt(start time.Time, first string, marks []mark, end time.Time) []step 
 
 // roll changes the options of a 3-member cluster with claims while a
 // writer writes through the client Service, and returns the time until
-// every member runs the new spec and the longest run of failed writes.
-func (b *bench) roll(ctx context.Context, name string) (time.Duration, time.Duration, error) {
+// every member runs the new spec, the longest run of failed writes, and
+// where the time went: the operator's events (a member's Pod deleted to
+// be rebuilt, created again, leadership moved) and each new Pod Ready.
+func (b *bench) roll(ctx context.Context, name string) (time.Duration, time.Duration, []step, error) {
 	cluster := b.cluster(name, 3, true)
 	if err := b.c.Create(ctx, cluster); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	defer func() { _ = b.c.Delete(ctx, cluster) }()
 	if err := b.awaitReady(ctx, cluster, 3); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	svc := &corev1.Service{}
 	if err := b.c.Get(ctx, client.ObjectKeyFromObject(cluster), svc); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + net.JoinHostPort(svc.Spec.ClusterIP, "2379")}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	defer func() { _ = cli.Close() }()
 	wctx, stopWriter := context.WithCancel(ctx)
@@ -448,13 +460,23 @@ func (b *bench) roll(ctx context.Context, name string) (time.Duration, time.Dura
 
 	patch := client.MergeFrom(cluster.DeepCopy())
 	cluster.Spec.Options = map[string]string{"election-timeout": "1200"}
+	start := time.Now()
 	if err := b.c.Patch(ctx, cluster, patch); err != nil {
 		stopWriter()
 		<-window
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
-	start := time.Now()
+	podReadyAt := map[string]time.Time{}
 	err = b.poll(ctx, func() error {
+		pods := &corev1.PodList{}
+		if err := b.c.List(ctx, pods, client.InNamespace(b.ns), client.MatchingLabels{etcdv1alpha1.LabelCluster: name}); err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			if podReady(&p) && p.CreationTimestamp.After(start) && podReadyAt[p.Name].IsZero() {
+				podReadyAt[p.Name] = time.Now()
+			}
+		}
 		got := &etcdv1alpha1.EtcdCluster{}
 		if err := b.c.Get(ctx, client.ObjectKeyFromObject(cluster), got); err != nil {
 			return err
@@ -464,9 +486,20 @@ func (b *bench) roll(ctx context.Context, name string) (time.Duration, time.Dura
 		}
 		return b.ready(ctx, cluster, 3)
 	})
-	took := time.Since(start)
+	done := time.Now()
 	stopWriter()
-	return took, <-window, err
+	longest := <-window
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	marks, err := b.eventMarks(ctx, cluster, start)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	for pod, at := range podReadyAt {
+		marks = append(marks, mark{"Pod Ready #" + memberOrdinal(name, pod), at})
+	}
+	return done.Sub(start), longest, splitAt(start, "apply", marks, done), nil
 }
 
 // writeUntil writes keys until ctx ends and returns the longest run of
