@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -779,18 +778,18 @@ func TestBackupDuringRollAndReplacement(t *testing.T) {
 	claim := createBackupClaim(ctx, t, ns)
 	key := client.ObjectKeyFromObject(c)
 	awaitReady(ctx, t, key, 3)
-	w := &writer{cli: etcdClient(ctx, t, ns, c.Name)}
-	wctx, stopWriter := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { w.run(wctx); close(done) }()
-	defer func() { stopWriter(); <-done }()
+	w, stopWriter := launchWriter(ctx, etcdClient(ctx, t, ns, c.Name))
+	defer stopWriter()
 	time.Sleep(3 * time.Second)
 
 	// ask creates a backup now and returns the writes acknowledged before.
 	ask := func(name string) []string {
 		t.Helper()
 		w.mu.Lock()
-		acked := slices.Clone(w.acked)
+		acked := make([]string, len(w.acked))
+		for i, a := range w.acked {
+			acked[i] = a.key
+		}
 		w.mu.Unlock()
 		b := &etcdv1alpha1.EtcdBackup{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},

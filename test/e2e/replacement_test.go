@@ -295,7 +295,9 @@ func spreadMembers(cluster string) *corev1.Affinity {
 
 // pickVictim picks a member Pod that shares its node with no other member
 // of its cluster and, when its node is to be stopped, not with the
-// operator or cert-manager either, so that the fault harms only it.
+// operator or cert-manager either, so that the fault harms only it. A Pod
+// being deleted is never picked: the cluster can report Ready while the
+// member a roll retired is still going away, and its volumes with it.
 func pickVictim(ctx context.Context, t *testing.T, ns, cluster string, nodeStops bool) *corev1.Pod {
 	t.Helper()
 	return pickVictims(ctx, t, ns, cluster, nodeStops, 1)[0]
@@ -326,7 +328,7 @@ func pickVictims(ctx context.Context, t *testing.T, ns, cluster string, nodeStop
 	}
 	var victims []*corev1.Pod
 	for i := range members.Items {
-		if p := &members.Items[i]; busy[p.Spec.NodeName] == 1 && len(victims) < n {
+		if p := &members.Items[i]; p.DeletionTimestamp == nil && busy[p.Spec.NodeName] == 1 && len(victims) < n {
 			victims = append(victims, p)
 		}
 	}

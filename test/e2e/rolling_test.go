@@ -116,6 +116,20 @@ func awaitRolled(ctx context.Context, t *testing.T, key client.ObjectKey, replic
 		if ready == nil || ready.ObservedGeneration != c.Generation || c.Status.UpdatedReplicas != replicas || c.Status.ReadyReplicas != replicas {
 			return fmt.Errorf("updated %d, ready %d, Ready condition %v (generation %d)", c.Status.UpdatedReplicas, c.Status.ReadyReplicas, ready, c.Generation)
 		}
+		// The status counts members: a member the roll retired may still
+		// have its Pod, about to be deleted or going away. The roll is
+		// done when only the new members' Pods are left.
+		pods := &corev1.PodList{}
+		if err := k8sClient.List(ctx, pods, client.InNamespace(key.Namespace), client.MatchingLabels{etcdv1alpha1.LabelCluster: key.Name}); err != nil {
+			return err
+		}
+		var names []string
+		for _, p := range pods.Items {
+			names = append(names, fmt.Sprintf("%s (deleting %v)", p.Name, p.DeletionTimestamp != nil))
+		}
+		if len(pods.Items) != int(replicas) || slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil }) {
+			return fmt.Errorf("member Pods %v, want %d", names, replicas)
+		}
 		return nil
 	})
 	awaitReady(ctx, t, key, replicas)

@@ -3,23 +3,30 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcd-operator/etcd-operator/test/support"
 )
 
-// writer writes numbered keys through the client Service until stopped,
-// remembering which writes etcd acknowledged and the longest run of
-// failures.
+// writer writes numbered keys through its client until stopped,
+// remembering which writes etcd acknowledged, when, and the longest run
+// of failures.
 type writer struct {
 	cli     *clientv3.Client
 	mu      sync.Mutex
-	acked   []string
+	acked   []ackedWrite
 	errs    int
 	longest time.Duration
+}
+
+// ackedWrite is a write etcd acknowledged, and when.
+type ackedWrite struct {
+	key string
+	at  time.Time
 }
 
 func (w *writer) run(ctx context.Context) {
@@ -32,7 +39,7 @@ func (w *writer) run(ctx context.Context) {
 		w.mu.Lock()
 		switch {
 		case err == nil:
-			w.acked = append(w.acked, key)
+			w.acked = append(w.acked, ackedWrite{key: key, at: time.Now()})
 			if !failingSince.IsZero() {
 				w.longest = max(w.longest, time.Since(failingSince))
 				failingSince = time.Time{}
@@ -53,40 +60,72 @@ func (w *writer) run(ctx context.Context) {
 	}
 }
 
+// ackedSince is how many writes etcd acknowledged after t.
+func (w *writer) ackedSince(t time.Time) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, a := range w.acked {
+		if a.at.After(t) {
+			n++
+		}
+	}
+	return n
+}
+
+// launchWriter starts a writer on cli; the function it returns stops it.
+func launchWriter(ctx context.Context, cli *clientv3.Client) (*writer, func()) {
+	w := &writer{cli: cli}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { w.run(wctx); close(done) }()
+	return w, func() { stop(); <-done }
+}
+
+// lost are the acknowledged writes of a stopped writer that cli does not
+// read, oldest first; it logs the writer's figures.
+func (w *writer) lost(ctx context.Context, t *testing.T, cli *clientv3.Client) []ackedWrite {
+	t.Helper()
+	var resp *clientv3.GetResponse
+	support.Eventually(t, time.Minute, "a read of the writer's keys", func() error {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		var err error
+		resp, err = cli.Get(rctx, "/e2e/write/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		return err
+	})
+	stored := map[string]bool{}
+	for _, kv := range resp.Kvs {
+		stored[string(kv.Key)] = true
+	}
+	var lost []ackedWrite
+	for _, a := range w.acked {
+		if !stored[a.key] {
+			lost = append(lost, a)
+		}
+	}
+	t.Logf("writer: %d writes acknowledged, %d failed, longest error window %s", len(w.acked), w.errs, w.longest.Round(time.Millisecond))
+	if len(w.acked) == 0 {
+		t.Fatal("the writer never succeeded")
+	}
+	return lost
+}
+
 // startWriter starts a writer on cli. The function it returns stops it,
 // reports its figures and fails the test when an acknowledged write is
 // not in etcd.
 func startWriter(ctx context.Context, t *testing.T, cli *clientv3.Client) func() {
 	t.Helper()
-	w := &writer{cli: cli}
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { w.run(wctx); close(done) }()
+	w, stop := launchWriter(ctx, cli)
 	return func() {
 		t.Helper()
 		stop()
-		<-done
-		resp, err := cli.Get(ctx, "/e2e/write/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
-		if err != nil {
-			t.Fatal(err)
-		}
-		stored := map[string]bool{}
-		for _, kv := range resp.Kvs {
-			stored[string(kv.Key)] = true
-		}
-		var lost []string
-		for _, k := range w.acked {
-			if !stored[k] {
-				lost = append(lost, k)
+		if lost := w.lost(ctx, t, cli); len(lost) > 0 {
+			keys := make([]string, 0, len(lost))
+			for _, a := range lost[:min(len(lost), 10)] {
+				keys = append(keys, a.key)
 			}
-		}
-		slices.Sort(lost)
-		t.Logf("writer: %d writes acknowledged, %d failed, longest error window %s", len(w.acked), w.errs, w.longest.Round(time.Millisecond))
-		if len(lost) > 0 {
-			t.Fatalf("%d acknowledged writes are lost: %v", len(lost), lost[:min(len(lost), 10)])
-		}
-		if len(w.acked) == 0 {
-			t.Fatal("the writer never succeeded")
+			t.Fatalf("%d acknowledged writes are lost: %v", len(lost), keys)
 		}
 	}
 }
