@@ -368,10 +368,7 @@ func TestEnableAuth(t *testing.T) {
 func TestTenants(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	tc := startCluster(t, "v3.6.16", 1)
-	if err := tc.client(t).EnableAuth(ctx, "root-pw"); err != nil {
-		t.Fatal(err)
-	}
+	tc := startAuthCluster(t, "v3.6.16", 1)
 	root := tc.clientAs(t, "root", "root-pw")
 	if err := root.EnableAuth(ctx, "root-pw"); err != nil {
 		t.Fatalf("EnableAuth again: %v", err)
@@ -432,6 +429,17 @@ func TestTenants(t *testing.T) {
 
 // startCluster starts n members of a new cluster and waits until each of
 // them knows the leader.
+// startAuthCluster is startCluster with authentication on: user root,
+// password root-pw.
+func startAuthCluster(t *testing.T, version string, n int) *cluster {
+	t.Helper()
+	tc := startCluster(t, version, n)
+	if err := tc.client(t).EnableAuth(context.Background(), "root-pw"); err != nil {
+		t.Fatal(err)
+	}
+	return tc
+}
+
 func startCluster(t *testing.T, version string, n int, args ...string) *cluster {
 	t.Helper()
 	tc := &cluster{bin: etcdBinary(t, version), token: strings.ReplaceAll(t.Name(), "/", "-"), args: args}
@@ -806,10 +814,7 @@ func TestSnapshotOfAFollower(t *testing.T) {
 		t.Run(version, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			tc := startCluster(t, version, 3)
-			if err := tc.client(t).EnableAuth(ctx, "root-pw"); err != nil {
-				t.Fatal(err)
-			}
+			tc := startAuthCluster(t, version, 3)
 			raw, err := clientv3.New(clientv3.Config{Endpoints: []string{tc.members[0].clientURL}, Username: "root", Password: "root-pw", DialTimeout: callTimeout, Logger: zap.NewNop()})
 			if err != nil {
 				t.Fatal(err)
@@ -1087,10 +1092,7 @@ func TestPromoteWithAuthThroughAFollower(t *testing.T) {
 		t.Run(version, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			tc := startCluster(t, version, 2)
-			if err := tc.client(t).EnableAuth(ctx, "root-pw"); err != nil {
-				t.Fatal(err)
-			}
+			tc := startAuthCluster(t, version, 2)
 			root := tc.clientAs(t, "root", "root-pw")
 			leader := tc.leader(t, root)
 			follower := tc.members[0]
