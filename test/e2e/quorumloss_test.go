@@ -414,7 +414,8 @@ func TestQuorumLostForGoodFiveTLS(t *testing.T) {
 		t.Fatalf("after %s, recovery plan %+v: want five-3 or five-4 to survive, three gone", took.Round(time.Second), plan)
 	}
 	t.Logf("three of five gone: plan %s after %s: survivor %s at raft index %d, %d entries at risk", plan.ID, took.Round(100*time.Millisecond), plan.Survivor, plan.RaftIndex, plan.EntriesAtRisk)
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Second) {
+	// Nothing changes without an approval, for 2 minutes as with three.
+	for end := time.Now().Add(2 * time.Minute); time.Now().Before(end); time.Sleep(2 * time.Second) {
 		pods := &corev1.PodList{}
 		if err := k8sClient.List(ctx, pods, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
@@ -422,6 +423,9 @@ func TestQuorumLostForGoodFiveTLS(t *testing.T) {
 		if len(pods.Items) != 2 {
 			t.Fatalf("without approval, %d Pods, want the two survivors", len(pods.Items))
 		}
+	}
+	if now := getCluster(ctx, t, key).Status.RecoveryPlan; now == nil || now.ID != plan.ID {
+		t.Fatalf("2 minutes later, with nothing changed, the recovery plan is %+v, was %s", now, plan.ID)
 	}
 
 	approved := time.Now()
