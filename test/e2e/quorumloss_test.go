@@ -63,7 +63,8 @@ func TestQuorumLostForGood(t *testing.T) {
 
 	// A partition: the quorum comes back with the members cut off, and
 	// no write a writer got acknowledged through it is lost.
-	stopWriter := startWriter(ctx, t, cli)
+	wr, stopWriter := launchWriter(ctx, cli)
+	defer stopWriter()
 	for _, m := range lost {
 		if err := inject(localcluster.FaultCut, m); err != nil {
 			t.Fatal(err)
@@ -93,7 +94,18 @@ func TestQuorumLostForGood(t *testing.T) {
 	healed = true
 	took = awaitCondition(ctx, t, key, 2*time.Minute, etcdv1alpha1.ConditionQuorumAvailable, metav1.ConditionTrue)
 	t.Logf("healed: quorum back after %s", took.Round(100*time.Millisecond))
+	// The writer, which a quorum cut off could not serve, writes again.
+	healedAt := time.Now()
+	support.Eventually(t, time.Minute, "the writer to write once the partition healed", func() error {
+		if wr.ackedSince(healedAt) == 0 {
+			return errors.New("no write acknowledged since the quorum came back")
+		}
+		return nil
+	})
 	stopWriter()
+	if lost := wr.lost(ctx, t, cli); len(lost) > 0 {
+		t.Fatalf("%d acknowledged writes lost through a partition, first %s (acknowledged at %s)", len(lost), lost[0].key, lost[0].at.Format(time.StampMilli))
+	}
 	if resp, err := cli.Get(ctx, "kept"); err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("after the partition healed, get kept = %v, %v", resp, err)
 	}
