@@ -433,17 +433,12 @@ func surging(o observed, voters []etcd.Member) bool {
 // removable are the voters a scale-down (or the end of a surge) may
 // remove: all of them while one is unhealthy (a sick member goes first),
 // else the outdated ones when there are any, so that a member built from
-// the current spec is never removed in place of an outdated one. A voter
-// etcd knows no name of was promoted before it published its name (etcd
-// may take 7 s to, and serves its client port only then): it does not
-// answer, but it is starting, not sick. Taken for sick, the member a
-// surge had just added was removed again (TestRollBySurge added and
-// removed two of its members twice).
+// the current spec is never removed in place of an outdated one.
 func removable(o observed, voters []etcd.Member) []etcd.Member {
 	outdated := outdatedPods(o)
 	var old []etcd.Member
 	for _, m := range voters {
-		if !o.healthy[m.ID] && m.Name != "" {
+		if !o.healthy[m.ID] {
 			return voters
 		}
 		if slices.Contains(outdated, memberName(o.cluster, m)) {

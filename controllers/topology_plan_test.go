@@ -24,9 +24,6 @@ type world struct {
 	voters    []string
 	learners  []string
 	unstarted []string // learners etcd knows only by peer URL
-	// promoting are voters etcd knows only by peer URL: promoted before
-	// they published their names, they do not answer yet.
-	promoting []string
 	pods      []string
 	leader    string
 	sick      []string
@@ -188,10 +185,6 @@ func (w world) observed() observed {
 	for _, l := range w.unstarted {
 		add(l, true, false)
 	}
-	for _, v := range w.promoting {
-		add(v, false, false)
-		o.healthy[id] = false
-	}
 	o.clusterID, o.clusterIDs = 1, map[string]uint64{}
 	for _, v := range w.voters {
 		if !slices.Contains(w.silent, v) {
@@ -304,7 +297,6 @@ func TestPlan(t *testing.T) {
 		{"roll: two members with claims surge", world{replicas: 2, voters: []string{"a-0", "a-1"}, pods: []string{"a-0", "a-1"}, claims: []string{"a-0", "a-1"}, persistent: true, leader: "a-0", outdated: []string{"a-1"}}, actAddLearner, "a-2"},
 		{"roll: emptyDir members surge", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0", "a-1", "a-2"}}, actAddLearner, "a-3"},
 		{"surge: the new member's learner is promoted", world{replicas: 2, voters: []string{"a-0", "a-1"}, learners: []string{"a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0", "a-1"}}, actPromote, "a-2"},
-		{"surge: a voter promoted before it serves is starting, not sick: an outdated member leaves", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, promoting: []string{"a-3"}, pods: []string{"a-0", "a-1", "a-2", "a-3"}, leader: "a-0", outdated: []string{"a-0", "a-1", "a-2"}}, actRemove, "a-2"},
 		{"surge: a learner is not needed once no voter is outdated", world{replicas: 2, voters: []string{"a-0", "a-1"}, learners: []string{"a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0"}, actRemove, "a-2"},
 		{"surge: an outdated follower leaves first", world{replicas: 2, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0", "a-1"}}, actRemove, "a-1"},
 		{"surge: removal waits for the new member's Pod to be Ready", world{replicas: 2, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0", outdated: []string{"a-0", "a-1"}, unready: []string{"a-2"}, notReadyFor: time.Second}, actWait, "a-2"},
