@@ -431,20 +431,23 @@ func surging(o observed, voters []etcd.Member) bool {
 }
 
 // removable are the voters a scale-down (or the end of a surge) may
-// remove: all of them while one is unhealthy (a sick member goes first),
-// else the outdated ones when there are any, so that a member built from
-// the current spec is never removed in place of an outdated one.
+// remove: the outdated ones when there are any, so that a member built
+// from the current spec is never removed in place of an outdated one
+// (among them a sick one goes first: RemovalCandidate); else all of them.
+//
+// A voter of the current spec that does not answer is not removed here
+// even though it looks sick: it is most often the member a surge has just
+// promoted, which serves its client port only once etcd has published its
+// name (etcd retries that after 7 s when the first try is lost). Taken
+// for the sick member that goes first, it was removed and added again, up
+// to five times in one roll (TestRollBySurge). One that stays sick is
+// replaced after spec.unhealthyMemberTimeout like any other voter, and
+// until then the removal waits for its Pod to be Ready (unreadyVoter).
 func removable(o observed, voters []etcd.Member) []etcd.Member {
 	outdated := outdatedPods(o)
-	var old []etcd.Member
-	for _, m := range voters {
-		if !o.healthy[m.ID] {
-			return voters
-		}
-		if slices.Contains(outdated, memberName(o.cluster, m)) {
-			old = append(old, m)
-		}
-	}
+	old := slices.DeleteFunc(slices.Clone(voters), func(m etcd.Member) bool {
+		return !slices.Contains(outdated, memberName(o.cluster, m))
+	})
 	if len(old) == 0 {
 		return voters
 	}
