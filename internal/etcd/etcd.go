@@ -380,7 +380,21 @@ func (c *client) status(ctx context.Context, endpoint string) (Status, error) {
 // connection until the deadline (its calls are WaitForReady), and a pass probing a member whose Pod had just gone
 // took 5 s more each time (measured by the bench's recovery phases: 8.9 s
 // from the old Pod gone to its new Pod created, before this).
+//
+// A fail-fast call still waits while the connection is being made, and a
+// member whose etcd has started but not yet joined its cluster (it
+// publishes its name through raft first, which etcd retries only after 7
+// s when the first try is lost) listens on its client port without
+// serving it: the connection is made and its handshake never answered.
+// A pass that probed such a learner waited for it (7 s of the promotion of
+// half the members a rebuilt 5-member cluster added). So the connection
+// gets connectWait to be made, far more than a handshake takes between
+// Pods, before the member is reported as not answering; the connection is
+// kept and goes on being made for the next call.
 func statusOn(ctx context.Context, conn *grpc.ClientConn, endpoint string) (Status, error) {
+	if err := awaitConnection(ctx, conn, connectWait); err != nil {
+		return Status{}, fmt.Errorf("status of endpoint %s: %w", endpoint, err)
+	}
 	resp, err := pb.NewMaintenanceClient(conn).Status(ctx, &pb.StatusRequest{}, grpc.WaitForReady(false))
 	if err != nil {
 		return Status{}, fmt.Errorf("status of endpoint %s: %w", endpoint, err)
@@ -399,6 +413,27 @@ func statusOn(ctx context.Context, conn *grpc.ClientConn, endpoint string) (Stat
 		IsLearner:        resp.IsLearner,
 		Errors:           resp.Errors,
 	}, nil
+}
+
+// connectWait is how long statusOn lets a connection be made.
+const connectWait = time.Second
+
+// awaitConnection waits up to wait for conn to be ready. A connection that
+// failed is left to the fail-fast call, which reports why.
+func awaitConnection(ctx context.Context, conn *grpc.ClientConn, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	conn.Connect()
+	for {
+		switch state := conn.GetState(); state {
+		case connectivity.Ready, connectivity.TransientFailure, connectivity.Shutdown:
+			return nil
+		default:
+			if !conn.WaitForStateChange(ctx, state) {
+				return fmt.Errorf("no connection within %s (%s): the member does not serve its client port yet", wait, state)
+			}
+		}
+	}
 }
 
 // Health first asks the endpoint for its status: a learner refuses

@@ -721,6 +721,37 @@ func TestStatusAndHealthFailFast(t *testing.T) {
 	}
 }
 
+// TestStatusOfAMemberNotServingYet: a member whose etcd has started but
+// not joined its cluster listens on its client port without serving it
+// (the kernel accepts the connection, nothing answers the handshake). A
+// status or health call reports it as not answering after connectWait, not
+// after the call timeout; a pass that probed such a learner waited 7 s
+// before it could promote it.
+func TestStatusOfAMemberNotServingYet(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }() // never accepts: the backlog holds the connection
+	ep := "http://" + l.Addr().String()
+	cli, err := etcd.New(etcd.Config{Endpoints: []string{ep}, CallTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	for call, do := range map[string]func() error{
+		"Status": func() error { _, err := cli.Status(context.Background(), ep); return err },
+		"Health": func() error { return cli.Health(context.Background(), ep) },
+	} {
+		start := time.Now()
+		err := do()
+		if took := time.Since(start); err == nil || took > 10*time.Second {
+			t.Errorf("%s of %s, which accepts connections and serves nothing: %v after %s; want not answering within seconds, not the call timeout", call, ep, err, took.Round(time.Millisecond))
+		}
+	}
+}
+
 // TestKeptConnectionRedialsAMemberThatIsBack: the connection Status keeps
 // for an endpoint (endpointConn) is dialled again once it failed, so a
 // member whose Pod restarted answers the first probe after it is back,
