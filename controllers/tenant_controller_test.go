@@ -127,13 +127,7 @@ func TestTenantWhileAuthIsKeptOn(t *testing.T) {
 	// reconciler's TenantsExist): the tenant keeps its access, and a
 	// tenant created now gets its own.
 	passes := len(tenantEtcd.CallsOf(fake.AuthStatus))
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
-		t.Fatal(err)
-	}
-	c.Spec.Security.EnableAuth = false
-	if err := k8sClient.Update(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	updateCluster(ctx, t, c, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Security.EnableAuth = false })
 	setAuthCondition(ctx, t, c, metav1.ConditionFalse, etcdv1alpha1.ReasonTenantsExist)
 	eventually(t, 30*time.Second, "a pass of the tenant after the spec change", func() error {
 		if len(tenantEtcd.CallsOf(fake.AuthStatus)) == passes {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -44,13 +45,27 @@ func TestClusterReportsIgnoredEmptyDir(t *testing.T) {
 	}
 
 	// Removing emptyDir clears the warning, keeping the condition's history.
-	cluster.Spec.Storage.EmptyDir = nil
-	if err := k8sClient.Update(ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
+	updateCluster(ctx, t, cluster, func(c *etcdv1alpha1.EtcdCluster) { c.Spec.Storage.EmptyDir = nil })
 	awaitCondition(ctx, t, cluster, etcdv1alpha1.ConditionConfigurationWarning, metav1.ConditionFalse, etcdv1alpha1.ReasonNoWarnings)
 	if c := meta.FindStatusCondition(cluster.Status.Conditions, etcdv1alpha1.ConditionConfigurationWarning); c.ObservedGeneration != cluster.Generation {
 		t.Errorf("condition observedGeneration = %d, want %d", c.ObservedGeneration, cluster.Generation)
+	}
+}
+
+// updateCluster applies change to the newest version of cluster, again
+// after a conflict: the reconcilers write the object too (finalizers,
+// annotations), so an Update from an older read may be refused.
+func updateCluster(ctx context.Context, t *testing.T, cluster *etcdv1alpha1.EtcdCluster, change func(*etcdv1alpha1.EtcdCluster)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
+			return err
+		}
+		change(cluster)
+		return k8sClient.Update(ctx, cluster)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
