@@ -204,6 +204,12 @@ type Config struct {
 	// CallTimeout bounds every call of the Client, as a whole (MoveLeader's
 	// search for the leader included). Defaults to 5s.
 	CallTimeout time.Duration
+	// ConnectWait is how long a Status or Health call lets a connection
+	// be made before it reports the member as not answering (statusOn).
+	// Defaults to 1s, far more than a handshake takes between Pods; a
+	// client that reaches members through a port-forward, as the kubectl
+	// plugin does, needs more.
+	ConnectWait time.Duration
 	// Logger receives clientv3's logs. Defaults to zap.NewNop(): the
 	// client's retries are noisy and its errors reach the caller anyway.
 	Logger *zap.Logger
@@ -212,6 +218,7 @@ type Config struct {
 const (
 	defaultDialTimeout = 5 * time.Second
 	defaultCallTimeout = 5 * time.Second
+	defaultConnectWait = time.Second
 	// Keepalive pings find a dead connection before a call waits on it; the
 	// same values kube-apiserver uses for its etcd client.
 	keepaliveTime    = 30 * time.Second
@@ -223,6 +230,7 @@ const (
 type client struct {
 	cli         *clientv3.Client
 	callTimeout time.Duration
+	connectWait time.Duration
 
 	// conns are the connections to one endpoint each (endpointConn),
 	// kept until Close.
@@ -246,6 +254,9 @@ func New(cfg Config) (Client, error) {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = defaultCallTimeout
 	}
+	if cfg.ConnectWait <= 0 {
+		cfg.ConnectWait = defaultConnectWait
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
@@ -262,7 +273,7 @@ func New(cfg Config) (Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to etcd at %v: %w", cfg.Endpoints, err)
 	}
-	return &client{cli: cli, callTimeout: cfg.CallTimeout, conns: map[string]*grpc.ClientConn{}}, nil
+	return &client{cli: cli, callTimeout: cfg.CallTimeout, connectWait: cfg.ConnectWait, conns: map[string]*grpc.ClientConn{}}, nil
 }
 
 // FormatID prints a member ID as etcdctl does (lowercase hex).
@@ -370,7 +381,7 @@ func (c *client) status(ctx context.Context, endpoint string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	return statusOn(ctx, conn, endpoint)
+	return statusOn(ctx, conn, endpoint, c.connectWait)
 }
 
 // statusOn asks for the status of the member at the other end of conn, and
@@ -388,10 +399,10 @@ func (c *client) status(ctx context.Context, endpoint string) (Status, error) {
 // serving it: the connection is made and its handshake never answered.
 // A pass that probed such a learner waited for it (7 s of the promotion of
 // half the members a rebuilt 5-member cluster added). So the connection
-// gets connectWait to be made, far more than a handshake takes between
+// gets connectWait (Config.ConnectWait) to be made, far more than a handshake takes between
 // Pods, before the member is reported as not answering; the connection is
 // kept and goes on being made for the next call.
-func statusOn(ctx context.Context, conn *grpc.ClientConn, endpoint string) (Status, error) {
+func statusOn(ctx context.Context, conn *grpc.ClientConn, endpoint string, connectWait time.Duration) (Status, error) {
 	if err := awaitConnection(ctx, conn, connectWait); err != nil {
 		return Status{}, fmt.Errorf("status of endpoint %s: %w", endpoint, err)
 	}
@@ -414,9 +425,6 @@ func statusOn(ctx context.Context, conn *grpc.ClientConn, endpoint string) (Stat
 		Errors:           resp.Errors,
 	}, nil
 }
-
-// connectWait is how long statusOn lets a connection be made.
-const connectWait = time.Second
 
 // awaitConnection waits up to wait for conn to be ready. A connection that
 // failed is left to the fail-fast call, which reports why.
@@ -449,7 +457,7 @@ func (c *client) Health(ctx context.Context, endpoint string) error {
 	if err != nil {
 		return err
 	}
-	st, err := statusOn(ctx, conn, endpoint)
+	st, err := statusOn(ctx, conn, endpoint, c.connectWait)
 	if err != nil {
 		return err
 	}

@@ -154,6 +154,10 @@ func (s *session) askMember(ctx context.Context, c *etcdv1alpha1.EtcdCluster, po
 	}
 	endpoint := scheme + "://" + addr
 	cfg.Endpoints = []string{endpoint}
+	// The connection goes through the API server and the node: under
+	// load it takes more than the operator's 1 s between Pods, and a
+	// member reported as not answering for that would be a false alarm.
+	cfg.ConnectWait = cfg.CallTimeout
 	cli, err := s.NewEtcdClient(cfg)
 	if err != nil {
 		return memberReport{err: err}, nil, 0, err
