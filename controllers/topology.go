@@ -239,29 +239,21 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 		}
 		return stepRequeue, nil
 	case actSealSeed:
-		pod := o.pods[a.member]
-		// A merge patch of the one annotation: the kubelet's status
-		// updates need not conflict with it.
-		patch := client.MergeFrom(pod.DeepCopy())
-		pod = pod.DeepCopy()
-		if pod.Annotations == nil {
-			pod.Annotations = map[string]string{}
-		}
-		pod.Annotations[etcdv1alpha1.AnnotationInitialClusterState] = builder.ClusterStateExisting
-		if err := r.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
+		if err := r.annotatePod(ctx, o.pods[a.member], etcdv1alpha1.AnnotationInitialClusterState, builder.ClusterStateExisting); err != nil {
 			return 0, fmt.Errorf("sealing the founder %s: %w", a.member, err)
 		}
 		logger.Info("Sealed the founder")
 		return stepRequeue, nil
-	case actNoteIndex:
-		pod := o.pods[a.member]
-		patch := client.MergeFrom(pod.DeepCopy())
-		pod = pod.DeepCopy()
-		if pod.Annotations == nil {
-			pod.Annotations = map[string]string{}
+	case actSetPeers:
+		for _, name := range a.founders {
+			if err := r.annotatePod(ctx, o.pods[name], etcdv1alpha1.AnnotationInitialCluster, a.initialCluster); err != nil {
+				return 0, fmt.Errorf("setting the --initial-cluster of %s: %w", name, err)
+			}
 		}
-		pod.Annotations[etcdv1alpha1.AnnotationLearnerProgress] = a.progress.String()
-		if err := r.Patch(ctx, pod, patch); client.IgnoreNotFound(err) != nil {
+		logger.V(1).Info("Set the members a Pod restarts with", "pods", a.founders, "initialCluster", a.initialCluster)
+		return stepRequeue, nil
+	case actNoteIndex:
+		if err := r.annotatePod(ctx, o.pods[a.member], etcdv1alpha1.AnnotationLearnerProgress, a.progress.String()); err != nil {
 			return 0, fmt.Errorf("noting the progress of learner %s: %w", a.member, err)
 		}
 		logger.V(1).Info("Noted learner progress", "appliedIndex", a.progress.Index)
@@ -675,4 +667,17 @@ func progressingCondition(o observed, a action) metav1.Condition {
 		cond.Message = "The operator changes nothing while the annotation " + etcdv1alpha1.AnnotationPaused + " is \"true\"; it would now: " + a.String()
 	}
 	return cond
+}
+
+// annotatePod sets one annotation of pod by a merge patch of that
+// annotation alone, so the kubelet's status updates do not conflict with
+// it. A Pod that is gone is no error: the next pass sees it gone.
+func (r *TopologyReconciler) annotatePod(ctx context.Context, pod *corev1.Pod, key, value string) error {
+	patch := client.MergeFrom(pod.DeepCopy())
+	pod = pod.DeepCopy()
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[key] = value
+	return client.IgnoreNotFound(r.Patch(ctx, pod, patch))
 }

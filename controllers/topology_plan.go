@@ -97,6 +97,7 @@ const (
 	actMoveLeader actionKind = "MoveLeader"
 	actRoll       actionKind = "RollMember"
 	actSealSeed   actionKind = "SealSeed"
+	actSetPeers   actionKind = "SetInitialCluster"
 	actNoteIndex  actionKind = "NoteLearnerProgress"
 	// actStartRecovery records an approved recovery in the status;
 	// actCompleteRecovery records that it is complete.
@@ -128,7 +129,9 @@ type action struct {
 	// an actCreateSeed of a recovery, the recovery its seed restores.
 	recovery *etcdv1alpha1.RecoveryStatus
 	// founders are, for an actCreateSeed, every founder without a Pod
-	// (member first): their Pods are created together.
+	// (member first): their Pods are created together. For an
+	// actSetPeers, they are the Pods whose --initial-cluster is not
+	// initialCluster (member first): all are updated together.
 	founders []string
 	// force deletes a Pod at once: its node is lost, so its kubelet would
 	// never confirm the deletion; its member is no longer in etcd.
@@ -207,6 +210,10 @@ func plan(o observed) action {
 			p.Annotations[etcdv1alpha1.AnnotationInitialClusterState] != builder.ClusterStateExisting {
 			return action{kind: actSealSeed, member: name, reason: "the cluster has formed: its founder " + name + " restarts as a member of it from now on"}
 		}
+	}
+	if stale := staleInitialCluster(o, byName); len(stale) > 0 {
+		return action{kind: actSetPeers, member: stale[0], founders: stale, initialCluster: initialCluster(c, o.members),
+			reason: "the members changed since the Pods of " + strings.Join(stale, ", ") + " were created: should a member's data be lost, it rejoins the members there are now"}
 	}
 
 	// A Pod that stopped for good (evicted, say) goes; its member is then
@@ -819,6 +826,27 @@ func nextMemberName(c *etcdv1alpha1.EtcdCluster, o observed) string {
 		highest = max(highest, ordinal(c, memberName(c, m)))
 	}
 	return fmt.Sprintf("%s-%d", c.Name, highest+1)
+}
+
+// staleInitialCluster lists the Pods of members (started or not) that
+// join as members of the cluster and whose --initial-cluster is not the
+// member list: etcd ignores it while the member has its data, but one
+// whose data is lost under its running Pod restarts from it, and etcd
+// refuses to start a member whose --initial-cluster does not name exactly
+// the members there are (after a roll, none of the ones its Pod was
+// created with). A founder still to found the cluster keeps the founders.
+func staleInitialCluster(o observed, byName map[string]etcd.Member) []string {
+	want := initialCluster(o.cluster, o.members)
+	var stale []string
+	for _, name := range slices.Sorted(maps.Keys(o.pods)) {
+		p := o.pods[name]
+		if _, ok := byName[name]; ok && p.DeletionTimestamp == nil &&
+			p.Annotations[etcdv1alpha1.AnnotationInitialClusterState] == builder.ClusterStateExisting &&
+			builder.InitialClusterOf(p) != want {
+			stale = append(stale, name)
+		}
+	}
+	return stale
 }
 
 // initialCluster is --initial-cluster for a member joining: every member

@@ -46,6 +46,10 @@ type world struct {
 	// unannotated are Pods whose initial-cluster-state annotation a user
 	// removed (etcd then defaults to founding a new cluster).
 	unannotated []string
+	// staleInitial are members' Pods whose --initial-cluster names the
+	// members there were when they were created (the others name the
+	// member list).
+	staleInitial []string
 	// untrusting Pods were started with an older trust bundle.
 	untrusting []string
 	runs       string
@@ -185,6 +189,12 @@ func (w world) observed() observed {
 	for _, l := range w.unstarted {
 		add(l, true, false)
 	}
+	for name, p := range o.pods {
+		p.Annotations[etcdv1alpha1.AnnotationInitialCluster] = initialCluster(c, o.members)
+		if slices.Contains(w.staleInitial, name) {
+			p.Annotations[etcdv1alpha1.AnnotationInitialCluster] = "a-0=http://a-0.a-headless.ns.svc:2380,a-1=http://a-1.a-headless.ns.svc:2380,a-2=http://a-2.a-headless.ns.svc:2380"
+		}
+	}
 	o.clusterID, o.clusterIDs = 1, map[string]uint64{}
 	for _, v := range w.voters {
 		if !slices.Contains(w.silent, v) {
@@ -216,6 +226,8 @@ func TestPlan(t *testing.T) {
 		{"unstarted learner with a Pod: promote when etcd accepts", world{replicas: 3, voters: []string{"a-0"}, unstarted: []string{"a-1"}, pods: []string{"a-0", "a-1"}, leader: "a-0"}, actPromote, "a-1"},
 		{"the cluster formed: its seed is sealed", world{replicas: 3, voters: []string{"a-0"}, pods: []string{"a-0"}, seeds: []string{"a-0"}, leader: "a-0"}, actSealSeed, "a-0"},
 		{"a member whose annotation a user removed is sealed again", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, unannotated: []string{"a-1"}, leader: "a-0"}, actSealSeed, "a-1"},
+		{"a roll replaced the members a Pod was created with: it is told the members there are", world{replicas: 3, voters: []string{"a-3", "a-4", "a-5"}, pods: []string{"a-3", "a-4", "a-5"}, staleInitial: []string{"a-4", "a-5"}, leader: "a-3"}, actSetPeers, "a-4"},
+		{"a founder still to found the cluster keeps the founders", world{replicas: 3, voters: []string{"a-1"}, unstarted: []string{"a-0"}, pods: []string{"a-0", "a-1"}, seeds: []string{"a-0"}, staleInitial: []string{"a-0"}, leader: "a-1"}, actPromote, "a-0"},
 		{"a seed that has not started is not sealed", world{replicas: 3, unstarted: []string{"a-0"}, voters: []string{"a-1"}, pods: []string{"a-0", "a-1"}, seeds: []string{"a-0"}, leader: "a-1"}, actPromote, "a-0"},
 		{"names are never reused", world{replicas: 3, voters: []string{"a-0", "a-4"}, pods: []string{"a-0", "a-4"}, leader: "a-0"}, actAddLearner, "a-5"},
 		{"at strength", world{replicas: 3, voters: []string{"a-0", "a-1", "a-2"}, pods: []string{"a-0", "a-1", "a-2"}, leader: "a-0"}, actNone, ""},

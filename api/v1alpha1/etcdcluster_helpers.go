@@ -32,6 +32,16 @@ const AnnotationTrustBundleHash = "etcd.aenix.io/trust-bundle-hash"
 // so a seed whose data is wiped later can never found a new cluster.
 const AnnotationInitialClusterState = "etcd.aenix.io/initial-cluster-state"
 
+// AnnotationInitialCluster is the annotation that holds, on a member Pod,
+// etcd's --initial-cluster, which etcd reads from the Pod each time its
+// container starts (the downward API). A member with data ignores it; one
+// whose data was lost under its running Pod fetches the cluster from the
+// peers it names and must name exactly the members etcd has, so the
+// operator keeps it equal to the member list on the Pod of every member
+// that joined: such a member then rejoins however the members changed
+// since its Pod was created (a roll replaces every one of them).
+const AnnotationInitialCluster = "etcd.aenix.io/initial-cluster"
+
 // AnnotationLearnerProgress is the annotation that holds, on the Pod of
 // a learner, the highest raft applied index the operator has seen the
 // learner at and when it first saw it there ("INDEX@RFC3339"). A learner

@@ -51,6 +51,9 @@ const (
 	// InitialClusterStateEnv is the environment variable etcd reads
 	// --initial-cluster-state from.
 	InitialClusterStateEnv = "ETCD_INITIAL_CLUSTER_STATE"
+	// InitialClusterEnv is the environment variable etcd reads
+	// --initial-cluster from.
+	InitialClusterEnv = "ETCD_INITIAL_CLUSTER"
 )
 
 // Member is what a member Pod needs besides the cluster's spec.
@@ -103,9 +106,13 @@ func InitialCluster(peers map[string]string) string {
 	return strings.Join(parts, ",")
 }
 
-// InitialClusterOf is the --initial-cluster a member Pod was built with
-// ("" when it has none).
+// InitialClusterOf is the --initial-cluster of a member Pod: its
+// annotation, or the flag of a Pod built before the annotation was ("" when
+// it has neither).
 func InitialClusterOf(p *corev1.Pod) string {
+	if v, ok := p.Annotations[etcdv1alpha1.AnnotationInitialCluster]; ok {
+		return v
+	}
 	for _, ctr := range p.Spec.Containers {
 		if ctr.Name != EtcdContainerName {
 			continue
@@ -171,6 +178,7 @@ func MemberPod(c *etcdv1alpha1.EtcdCluster, m Member) *corev1.Pod {
 	}
 	pod.Annotations[etcdv1alpha1.AnnotationPodSpecHash] = PodSpecHash(c)
 	pod.Annotations[etcdv1alpha1.AnnotationInitialClusterState] = m.ClusterState
+	pod.Annotations[etcdv1alpha1.AnnotationInitialCluster] = m.InitialCluster
 	if m.TrustBundleHash != "" {
 		pod.Annotations[etcdv1alpha1.AnnotationTrustBundleHash] = m.TrustBundleHash
 	}
@@ -292,12 +300,15 @@ func etcdContainer(c *etcdv1alpha1.EtcdCluster, m Member) corev1.Container {
 		Image:   DefaultEtcdImage,
 		Command: []string{"etcd"},
 		Args:    EtcdArgs(c, m),
-		// --initial-cluster-state, from the Pod's annotation when the
-		// container starts: a founder's turns "existing" once the cluster
-		// formed (see AnnotationInitialClusterState).
-		Env: []corev1.EnvVar{{Name: InitialClusterStateEnv, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
-			APIVersion: "v1", FieldPath: "metadata.annotations['" + etcdv1alpha1.AnnotationInitialClusterState + "']",
-		}}}},
+		// --initial-cluster-state and --initial-cluster, from the Pod's
+		// annotations when the container starts: a founder's state turns
+		// "existing" once the cluster formed, and the members follow the
+		// member list (see AnnotationInitialClusterState and
+		// AnnotationInitialCluster).
+		Env: []corev1.EnvVar{
+			annotationEnv(InitialClusterStateEnv, etcdv1alpha1.AnnotationInitialClusterState),
+			annotationEnv(InitialClusterEnv, etcdv1alpha1.AnnotationInitialCluster),
+		},
 		Ports: []corev1.ContainerPort{
 			{Name: ClientPortName, ContainerPort: ClientPort, Protocol: corev1.ProtocolTCP},
 			{Name: PeerPortName, ContainerPort: PeerPort, Protocol: corev1.ProtocolTCP},
@@ -317,6 +328,14 @@ func etcdContainer(c *etcdv1alpha1.EtcdCluster, m Member) corev1.Container {
 	}
 }
 
+// annotationEnv is the environment variable name holding the Pod's
+// annotation key, read when the container starts.
+func annotationEnv(name, key string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+		APIVersion: "v1", FieldPath: "metadata.annotations['" + key + "']",
+	}}}
+}
+
 // EtcdArgs are the etcd flags of a member: the ones the operator owns,
 // the default auto-compaction unless spec.options sets it, then
 // spec.options sorted by name (the schema refuses options that would
@@ -330,7 +349,6 @@ func EtcdArgs(c *etcdv1alpha1.EtcdCluster, m Member) []string {
 		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", MetricsPort),
 		"--initial-advertise-peer-urls=" + PeerURL(c, m.Name),
 		"--advertise-client-urls=" + ClientURL(c, m.Name),
-		"--initial-cluster=" + m.InitialCluster,
 		"--initial-cluster-token=" + ClusterToken(c),
 	}
 	args = append(args, tlsArgs(c, m.Name)...)

@@ -49,7 +49,6 @@ func TestMemberPodIdentity(t *testing.T) {
 		"--data-dir=/var/lib/etcd",
 		"--initial-advertise-peer-urls=http://a-0.a-headless.ns.svc:2380",
 		"--advertise-client-urls=http://a-0.a-headless.ns.svc:2379",
-		"--initial-cluster=a-0=http://a-0.a-headless.ns.svc:2380",
 		"--initial-cluster-token=a-uid",
 		"--listen-metrics-urls=http://0.0.0.0:2381",
 	} {
@@ -62,8 +61,14 @@ func TestMemberPodIdentity(t *testing.T) {
 	checkEqual(t, pod.Annotations[etcdv1alpha1.AnnotationInitialClusterState], "new")
 	checkEqual(t, etcd.Env[0].Name, "ETCD_INITIAL_CLUSTER_STATE")
 	checkEqual(t, etcd.Env[0].ValueFrom.FieldRef.FieldPath, "metadata.annotations['etcd.aenix.io/initial-cluster-state']")
+	// So do the members: the operator keeps them to the member list, for
+	// a member whose data is lost to rejoin.
+	checkEqual(t, pod.Annotations[etcdv1alpha1.AnnotationInitialCluster], "a-0=http://a-0.a-headless.ns.svc:2380")
+	checkEqual(t, etcd.Env[1].Name, "ETCD_INITIAL_CLUSTER")
+	checkEqual(t, etcd.Env[1].ValueFrom.FieldRef.FieldPath, "metadata.annotations['etcd.aenix.io/initial-cluster']")
+	checkEqual(t, InitialClusterOf(pod), "a-0=http://a-0.a-headless.ns.svc:2380")
 	for _, a := range etcd.Args {
-		if strings.HasPrefix(a, "--initial-cluster-state") {
+		if strings.HasPrefix(a, "--initial-cluster=") || strings.HasPrefix(a, "--initial-cluster-state") {
 			t.Errorf("args set %s", a)
 		}
 	}
@@ -266,7 +271,7 @@ func TestMemberPodTemplate(t *testing.T) {
 	etcd := pod.Spec.Containers[0]
 	checkEqual(t, etcd.Image, "quay.io/coreos/etcd:v3.5.21")
 	checkEqual(t, etcd.Resources.Limits, limits)
-	checkEqual(t, etcd.Env[1:], []corev1.EnvVar{{Name: "GOMAXPROCS", Value: "1"}})
+	checkEqual(t, etcd.Env[2:], []corev1.EnvVar{{Name: "GOMAXPROCS", Value: "1"}})
 	checkEqual(t, etcd.Command, []string{"etcd"})
 	if !strings.HasPrefix(etcd.Args[0], "--name=") {
 		t.Errorf("the template replaced the operator's args: %v", etcd.Args)
