@@ -245,12 +245,12 @@ func (r *TopologyReconciler) act(ctx context.Context, c *etcdv1alpha1.EtcdCluste
 		logger.Info("Sealed the founder")
 		return stepRequeue, nil
 	case actSetPeers:
-		for _, name := range a.founders {
+		for _, name := range a.stale {
 			if err := r.annotatePod(ctx, o.pods[name], etcdv1alpha1.AnnotationInitialCluster, a.initialCluster); err != nil {
 				return 0, fmt.Errorf("setting the --initial-cluster of %s: %w", name, err)
 			}
 		}
-		logger.V(1).Info("Set the members a Pod restarts with", "pods", a.founders, "initialCluster", a.initialCluster)
+		logger.V(1).Info("Set the members a Pod restarts with", "pods", a.stale, "initialCluster", a.initialCluster)
 		return stepRequeue, nil
 	case actNoteIndex:
 		if err := r.annotatePod(ctx, o.pods[a.member], etcdv1alpha1.AnnotationLearnerProgress, a.progress.String()); err != nil {

@@ -129,10 +129,11 @@ type action struct {
 	// an actCreateSeed of a recovery, the recovery its seed restores.
 	recovery *etcdv1alpha1.RecoveryStatus
 	// founders are, for an actCreateSeed, every founder without a Pod
-	// (member first): their Pods are created together. For an
-	// actSetPeers, they are the Pods whose --initial-cluster is not
-	// initialCluster (member first): all are updated together.
+	// (member first): their Pods are created together.
 	founders []string
+	// stale are, for an actSetPeers, the Pods whose --initial-cluster is
+	// not initialCluster (member first): all are updated together.
+	stale []string
 	// force deletes a Pod at once: its node is lost, so its kubelet would
 	// never confirm the deletion; its member is no longer in etcd.
 	force bool
@@ -212,7 +213,7 @@ func plan(o observed) action {
 		}
 	}
 	if stale := staleInitialCluster(o, byName); len(stale) > 0 {
-		return action{kind: actSetPeers, member: stale[0], founders: stale, initialCluster: initialCluster(c, o.members),
+		return action{kind: actSetPeers, member: stale[0], stale: stale, initialCluster: initialCluster(c, o.members),
 			reason: "the members changed since the Pods of " + strings.Join(stale, ", ") + " were created: should a member's data be lost, it rejoins the members there are now"}
 	}
 

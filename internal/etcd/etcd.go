@@ -399,9 +399,9 @@ func (c *client) status(ctx context.Context, endpoint string) (Status, error) {
 // serving it: the connection is made and its handshake never answered.
 // A pass that probed such a learner waited for it (7 s of the promotion of
 // half the members a rebuilt 5-member cluster added). So the connection
-// gets connectWait (Config.ConnectWait) to be made, far more than a handshake takes between
-// Pods, before the member is reported as not answering; the connection is
-// kept and goes on being made for the next call.
+// gets connectWait (Config.ConnectWait) to be made before the member is
+// reported as not answering; the connection is kept and goes on being made
+// for the next call.
 func statusOn(ctx context.Context, conn *grpc.ClientConn, endpoint string, connectWait time.Duration) (Status, error) {
 	if err := awaitConnection(ctx, conn, connectWait); err != nil {
 		return Status{}, fmt.Errorf("status of endpoint %s: %w", endpoint, err)
