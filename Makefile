@@ -161,17 +161,15 @@ chaos: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM) ## Run the randomized fau
 	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
 		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/chaos.json -- -count=1 -timeout 120m -v ./test/chaos -args -chaos.seed=$(SEED) -chaos.steps=$(STEPS)
 
-.PHONY: print-gotestsum print-golangci-lint print-cert-manager
-print-gotestsum:
-	@echo $(GOTESTSUM)
+.PHONY: print-golangci-lint print-cert-manager
 print-cert-manager:
 	@echo $(CERT_MANAGER_CONTROLLER)
 print-golangci-lint:
 	@echo $(GOLANGCI_LINT)
 
 .PHONY: test-report
-test-report: $(GOTESTSUM) ## The ten slowest tests of the last `make test`.
-	@cat $(TEST_LOGS)/*.json | $(GOTESTSUM) tool slowest --num 10
+test-report: ## The ten slowest tests of the last `make test`, each timed from when it got its slot to run.
+	@$(GO) run ./hack/slowest -n 10 $(TEST_LOGS)/*.json
 
 .PHONY: bench
 bench: localcluster-binaries $(KUSTOMIZE) ## Measure bootstrap, scaling, recovery and roll times, the operator at rest and with many clusters (medians of BENCH_RUNS runs).

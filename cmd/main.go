@@ -5,6 +5,7 @@ package main
 import (
 	"crypto/tls"
 	"flag"
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -49,6 +50,7 @@ func main() {
 		enableHTTP2   bool
 		probeInterval time.Duration
 		pprofAddr     string
+		lease         leaseTimes
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address the metrics endpoint binds to, e.g. :8443; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health probe endpoint binds to.")
@@ -56,12 +58,19 @@ func main() {
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS with authentication and authorization.")
 	flag.BoolVar(&enableHTTP2, "enable-http2", false, "Serve metrics over HTTP/2 too (off: HTTP/2 stream attacks).")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address Go's pprof endpoints bind to, e.g. 127.0.0.1:8082, to profile the operator; empty disables them.")
+	flag.DurationVar(&lease.duration, "leader-elect-lease-duration", 15*time.Second, "How long a leader's lease lasts: the operator that follows one that crashed waits this long before it reconciles.")
+	flag.DurationVar(&lease.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader tries to renew its lease before it gives leadership up; shorter than the lease duration.")
+	flag.DurationVar(&lease.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often the operators try to take or renew the lease; shorter than the renew deadline.")
 	flag.DurationVar(&probeInterval, "probe-interval", controllers.DefaultProbeInterval, "How often the health reconciler probes every member of a cluster.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	setupLog := ctrl.Log.WithName("setup")
+	if err := lease.validate(); err != nil {
+		setupLog.Error(err, "Invalid leader election flags")
+		os.Exit(2)
+	}
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -88,6 +97,9 @@ func main() {
 		// The process exits right after the manager stops, so handing the
 		// lease over at once is safe and spares the next leader a wait.
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &lease.duration,
+		RenewDeadline:                 &lease.renewDeadline,
+		RetryPeriod:                   &lease.retryPeriod,
 		// Only the Secrets, Pods, claims, Services and PDBs the operator
 		// labels; the others it asks for are read live.
 		Cache:     controllers.CacheOptions(namespaces),
@@ -186,6 +198,25 @@ func main() {
 		setupLog.Error(err, "Manager stopped with an error")
 		os.Exit(1)
 	}
+}
+
+// leaseTimes are the leader election's timings, from the flags.
+type leaseTimes struct {
+	duration, renewDeadline, retryPeriod time.Duration
+}
+
+// validate refuses timings the leader election cannot keep, naming the
+// flags to change.
+func (l leaseTimes) validate() error {
+	switch {
+	case l.retryPeriod <= 0:
+		return fmt.Errorf("--leader-elect-retry-period=%s: give a positive duration", l.retryPeriod)
+	case l.renewDeadline <= l.retryPeriod:
+		return fmt.Errorf("--leader-elect-renew-deadline=%s must be longer than --leader-elect-retry-period=%s", l.renewDeadline, l.retryPeriod)
+	case l.duration <= l.renewDeadline:
+		return fmt.Errorf("--leader-elect-lease-duration=%s must be longer than --leader-elect-renew-deadline=%s", l.duration, l.renewDeadline)
+	}
+	return nil
 }
 
 // watchNamespaces turns the comma-separated WATCH_NAMESPACE value into the

@@ -2,7 +2,9 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 )
@@ -29,6 +31,29 @@ func TestWatchNamespaces(t *testing.T) {
 		keys := sets.List(sets.KeySet(got))
 		if !slices.Equal(keys, tt.want) {
 			t.Errorf("watchNamespaces(%q) = %v, want %v", tt.value, keys, tt.want)
+		}
+	}
+}
+
+func TestLeaseTimesValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		lease leaseTimes
+		flag  string // "" when valid
+	}{
+		{leaseTimes{15 * time.Second, 10 * time.Second, 2 * time.Second}, ""},
+		{leaseTimes{6 * time.Second, 4 * time.Second, time.Second}, ""},
+		{leaseTimes{15 * time.Second, 10 * time.Second, 0}, "--leader-elect-retry-period"},
+		{leaseTimes{15 * time.Second, 2 * time.Second, 2 * time.Second}, "--leader-elect-renew-deadline"},
+		{leaseTimes{10 * time.Second, 10 * time.Second, 2 * time.Second}, "--leader-elect-lease-duration"},
+	}
+	for _, tt := range tests {
+		err := tt.lease.validate()
+		switch {
+		case tt.flag == "" && err != nil:
+			t.Errorf("%+v: %v, want valid", tt.lease, err)
+		case tt.flag != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.flag+"=")):
+			t.Errorf("%+v: %v, want an error naming %s first", tt.lease, err, tt.flag)
 		}
 	}
 }

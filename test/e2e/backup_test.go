@@ -198,7 +198,7 @@ func s3Destination(ctx context.Context, t *testing.T, s3 *support.S3, ns string)
 // restored from the backup: every key, value and the revision are back,
 // and it takes writes.
 func TestBackupRestoreS3(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	s3, err := env.EnsureS3(ctx, backupBucket)
@@ -371,7 +371,7 @@ func TestBackupRestoreVolume(t *testing.T) {
 	for _, auth := range []bool{false, true} {
 		name := map[bool]string{false: "plain", true: "password"}[auth]
 		t.Run(name, func(t *testing.T) {
-			t.Parallel()
+			support.Parallel(t, support.Short)
 			backupRestoreVolume(t, auth)
 		})
 	}
@@ -451,7 +451,7 @@ func backupRestoreVolume(t *testing.T, auth bool) {
 // says so, and etcd never starts from it. A restore from a backup that
 // does not exist creates no Pod.
 func TestRestoreRefusesACorruptSnapshot(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	s3, err := env.EnsureS3(ctx, backupBucket)
@@ -548,7 +548,7 @@ func flipStoredByte(ctx context.Context, t *testing.T, bucket, key string) {
 // that names the field, and a backup waiting for its Secret starts once
 // the Secret is there.
 func TestBackupBadInput(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	s3, err := env.EnsureS3(ctx, backupBucket)
@@ -683,7 +683,7 @@ func assertNoRunners(ctx context.Context, t *testing.T, ns, name string) {
 // once five backups have been taken, exactly three remain, with exactly
 // their three objects in the bucket, each matching its backup's SHA-256.
 func TestBackupScheduleKeep3(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Long)
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	s3, err := env.EnsureS3(ctx, backupBucket)
@@ -771,7 +771,7 @@ func TestBackupScheduleKeep3(t *testing.T) {
 // replaced, with a writer running: both succeed, and each snapshot holds
 // every write acknowledged before the backup was asked for.
 func TestBackupDuringRollAndReplacement(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	c := createPlainCluster(ctx, t, ns, 3)

@@ -41,7 +41,7 @@ import (
 func TestHistoryIsCompacted(t *testing.T) {
 	t.Parallel()
 	t.Run("default", func(t *testing.T) {
-		t.Parallel()
+		support.Parallel(t, support.Short)
 		ctx := context.Background()
 		key := newCompactionCluster(ctx, t, "compact-default", nil)
 		args := memberArgs(ctx, t, key, key.Name+"-0")
@@ -61,7 +61,7 @@ func TestHistoryIsCompacted(t *testing.T) {
 		})
 	})
 	t.Run("retention", func(t *testing.T) {
-		t.Parallel()
+		support.Parallel(t, support.Short)
 		ctx := context.Background()
 		key := newCompactionCluster(ctx, t, "compact-short", map[string]string{"auto-compaction-retention": "10s"})
 		args := memberArgs(ctx, t, key, key.Name+"-0")

@@ -21,7 +21,7 @@ import (
 // place on its own; it says DataLost, and starts anew only when the user
 // annotates the EtcdCluster with the lost cluster's ID.
 func TestTotalLossIsNotHidden(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	cluster := &etcdv1alpha1.EtcdCluster{

@@ -55,7 +55,7 @@ func TestExamplesComeUpReady(t *testing.T) {
 			continue // needs the user's certificates
 		}
 		t.Run(filepath.Base(file), func(t *testing.T) {
-			t.Parallel()
+			support.Parallel(t, support.Short)
 			ns := newNamespace(ctx, t)
 			for _, obj := range support.ReadObjects(t, file) {
 				obj.SetNamespace(ns)

@@ -100,7 +100,7 @@ func memberStatus(ctx context.Context, t *testing.T, key client.ObjectKey, name 
 // naming that member, while quorum holds and the operator goes on
 // reconciling another cluster; healed, the cluster is healthy again.
 func TestHealthNamesTheSickMember(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	cluster := newHealthCluster(ctx, t, "sick", nil)
 	key := client.ObjectKeyFromObject(cluster)
@@ -153,7 +153,7 @@ func TestHealthNamesTheSickMember(t *testing.T) {
 // TestStatusWhenAllMembersDown pauses every member: the status says no
 // member answers and lists none as healthy; resumed, all are healthy.
 func TestStatusWhenAllMembersDown(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	cluster := newHealthCluster(ctx, t, "down", nil)
 	key := client.ObjectKeyFromObject(cluster)
@@ -192,7 +192,7 @@ func TestStatusWhenAllMembersDown(t *testing.T) {
 // fragmentation threshold: disarmed without a defragmentation, etcd would
 // raise the alarm again at the next write.
 func TestNoSpaceIsRecovered(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	cluster := newHealthCluster(ctx, t, "full", map[string]string{"quota-backend-bytes": strconv.Itoa(8 << 20)})
 	key := client.ObjectKeyFromObject(cluster)
@@ -280,7 +280,7 @@ func TestNoSpaceIsRecovered(t *testing.T) {
 // panicking on "no space left on device" for good), and once the data is
 // deleted the operator clears the alarm and writes succeed again.
 func TestVolumeHoldsTheQuota(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	cluster := &etcdv1alpha1.EtcdCluster{
@@ -340,7 +340,7 @@ func TestVolumeHoldsTheQuota(t *testing.T) {
 // which its Pod turns NotReady. It is neither restarted nor replaced:
 // same member ID, same Pod, no restart, and the cluster serves writes.
 func TestLongDefragmentation(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Long)
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	cluster := &etcdv1alpha1.EtcdCluster{
@@ -481,7 +481,7 @@ func TestLongDefragmentation(t *testing.T) {
 // with a ServiceAccount token allowed to read /metrics, and checks the
 // series of a healthy 3-member cluster.
 func TestMetrics(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	cluster := newHealthCluster(ctx, t, "measured", nil)
 	key := client.ObjectKeyFromObject(cluster)

@@ -18,7 +18,7 @@ import (
 // running as a pod with its own ServiceAccount, reconciles the seed's full
 // example and tells the user that emptyDir is ignored.
 func TestInstalledOperatorReconciles(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	objs := support.ReadObjects(t, env.Root+"/examples/all-fields-seed.yaml")

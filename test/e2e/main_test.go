@@ -5,10 +5,14 @@
 //
 // The suite runs on one local cluster with one operator, installed once.
 // A test that touches only its own namespace (its clusters, its members and
-// the faults aimed at them) calls t.Parallel(); `go test -parallel`
-// ($E2E_PARALLEL in the Makefile) bounds how many run at once. A test that
-// takes the whole cluster (kills or replaces the operator, stops a node)
-// does not, so Go runs it alone before the parallel group, and says why.
+// the faults aimed at them) calls support.Parallel, saying whether it is
+// one of the few that take minutes (support.Long: they start first, so
+// none runs on alone at the end); `go test -parallel` ($E2E_PARALLEL in
+// the Makefile) bounds how many run at once. A table test whose body only
+// starts subtests calls t.Parallel and its subtests support.Parallel. A
+// test that takes the whole cluster (kills or replaces the operator, stops
+// a node) calls neither, so Go runs it alone before the parallel group,
+// and says why.
 package e2e
 
 import (

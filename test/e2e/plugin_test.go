@@ -62,7 +62,7 @@ func awaitNoAnnotation(ctx context.Context, t *testing.T, key client.ObjectKey, 
 // leader, and each member is reported Defragmented once for the request
 // and gives back the space of 16 MiB deleted before it.
 func TestPluginMoveLeaderAndDefrag(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	cluster := newHealthCluster(ctx, t, "steer", nil)
 	key := client.ObjectKeyFromObject(cluster)

@@ -42,7 +42,7 @@ import (
 // survivor within 60 s: three voters under a new cluster ID, every key the
 // survivor held, no more writes lost than the plan put at risk.
 func TestQuorumLostForGood(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Long)
 	ctx := context.Background()
 	cluster := newHealthCluster(ctx, t, "lost", nil)
 	key := client.ObjectKeyFromObject(cluster)
@@ -378,7 +378,7 @@ func onlyPod(ctx context.Context, ns string, uid types.UID) error {
 // followers until then, hold every earlier one), and none after the
 // rebuild; the test reports how many against the plan's estimate.
 func TestQuorumLostForGoodFiveTLS(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Long)
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	c := &etcdv1alpha1.EtcdCluster{

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdv1alpha1 "github.com/etcd-operator/etcd-operator/api/v1alpha1"
+	"github.com/etcd-operator/etcd-operator/test/support"
 )
 
 // TestRefusedSeedPodForms applies a cluster on claims whose Pods name a
@@ -22,7 +23,7 @@ import (
 // unused claim for member data and started the seed as a member of an
 // existing cluster of itself alone, which crash-looped for good.)
 func TestRefusedSeedPodForms(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	class := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: ns + "-low"}, Value: 1000}

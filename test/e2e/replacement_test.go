@@ -95,7 +95,7 @@ func TestMemberReplacement(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
+			support.Parallel(t, support.Short)
 			harmAndAwaitComeback(t, tt.name, tt.storage, tt.fault, tt.want)
 		})
 	}

@@ -208,7 +208,7 @@ func conditionMessage(c *etcdv1alpha1.EtcdCluster, typ string) string {
 // the volume would grow too, and roll the members to take it up), then
 // refuses a downgrade.
 func TestUpgrade35To36(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	cluster := &etcdv1alpha1.EtcdCluster{
@@ -306,7 +306,7 @@ func TestRollBySurge(t *testing.T) {
 	t.Parallel()
 	for _, replicas := range []int32{1, 2, 3} {
 		t.Run(fmt.Sprintf("%d members", replicas), func(t *testing.T) {
-			t.Parallel()
+			support.Parallel(t, support.Short)
 			ctx := context.Background()
 			ns := newNamespace(ctx, t)
 			cluster := &etcdv1alpha1.EtcdCluster{
@@ -364,7 +364,7 @@ func TestRollBySurge(t *testing.T) {
 // a time, the operator crashes right after rolling a member and resumes
 // the roll, and every member ends up with the new flags.
 func TestRollOptionsAndResources(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	operator := armCrashPoints(ctx, t, []string{"RollMember"})
 	ns := newNamespace(ctx, t)

@@ -46,7 +46,7 @@ import (
 // its access at once and keeps or deletes its keys as its retention policy
 // says.
 func TestTenantsShareACluster(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	for _, file := range []string{"shared-cluster.yaml", "tenant-a.yaml", "tenant-b.yaml"} {
@@ -177,7 +177,7 @@ func TestTenantsShareACluster(t *testing.T) {
 // prefix lies inside it and revokes the password user that tenant came
 // with, and refuses a tenant of a cluster without authentication.
 func TestTenantWithoutTLS(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	for _, c := range []*etcdv1alpha1.EtcdCluster{
@@ -252,7 +252,7 @@ func TestTenantWithoutTLS(t *testing.T) {
 // event name them and say what to do. Once both are deleted,
 // authentication goes off as asked.
 func TestAuthStaysOnWhileTenantsExist(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	key := client.ObjectKey{Namespace: ns, Name: "kept"}

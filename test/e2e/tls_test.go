@@ -252,7 +252,7 @@ func assertNoPods(ctx context.Context, t *testing.T, ns, name string) {
 // TestTLSOperatorManaged brings up a cluster whose certificates the
 // operator has cert-manager issue, and checks it with real TLS clients.
 func TestTLSOperatorManaged(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	c := &etcdv1alpha1.EtcdCluster{
@@ -292,7 +292,7 @@ func TestTLSOperatorManaged(t *testing.T) {
 // Certificate, says why in CertificatesReady and starts no Pod, and the
 // Secret keeps its data; once its owner deletes it, the cluster comes up.
 func TestTLSForeignSecretIsKept(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kept-server-tls"}, Data: map[string][]byte{"password": []byte("theirs")}}
@@ -424,7 +424,7 @@ func issueUserCertificates(ctx context.Context, t *testing.T, ns, cluster string
 // missing or malformed, and comes up with them once cert-manager issued
 // them in the test.
 func TestTLSUserProvidedSecrets(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	c := &etcdv1alpha1.EtcdCluster{
@@ -637,7 +637,7 @@ func peerRefusal(ctx context.Context, t *testing.T, ns, name, member string, roo
 // also guards clusters whose user Secrets share a CA). Each team's own
 // certificates keep working.
 func TestTLSSharedIssuer(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	nsA, nsB := newNamespace(ctx, t), newNamespace(ctx, t)
 	issuer := "shared-" + nsA

@@ -106,7 +106,7 @@ func assertMembers(ctx context.Context, t *testing.T, cli *clientv3.Client, ns s
 // etcd's member list after each step and, at the end, that every
 // acknowledged write is there.
 func TestBootstrapAndScale(t *testing.T) {
-	t.Parallel()
+	support.Parallel(t, support.Short)
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
 	cluster := &etcdv1alpha1.EtcdCluster{

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -229,6 +230,8 @@ func tail(s string, n int) string {
 // for cert-manager's API when it starts), hands the suite its Env and a
 // client through use, runs the tests and exits with their code.
 func Main(m *testing.M, root string, use func(*Env, client.Client)) {
+	flag.Parse()
+	takeParallelBound()
 	e, stop, err := Start(root)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
