@@ -33,8 +33,8 @@ const settle = time.Second
 var slots struct {
 	mu          sync.Mutex
 	cond        *sync.Cond
-	free        int
-	opens       time.Time // zero until a test first asks
+	free, total int
+	opens       time.Time // zero until a test first asks, after the group's end again
 	longWaiting int
 }
 
@@ -48,7 +48,7 @@ func takeParallelBound() {
 		n = 1
 	}
 	slots.cond = sync.NewCond(&slots.mu)
-	slots.free = n
+	slots.free, slots.total = n, n
 	if err := flag.Set("test.parallel", "1000"); err != nil {
 		panic(err)
 	}
@@ -102,5 +102,10 @@ func give() {
 	slots.mu.Lock()
 	defer slots.mu.Unlock()
 	slots.free++
+	if slots.free == slots.total && slots.longWaiting == 0 {
+		// Every slot is free: the next test to ask (the group of the
+		// next -count pass) settles the order again.
+		slots.opens = time.Time{}
+	}
 	slots.cond.Broadcast()
 }
