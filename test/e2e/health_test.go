@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -330,15 +331,20 @@ func TestVolumeHoldsTheQuota(t *testing.T) {
 	}
 }
 
-// TestLongDefragmentation fills a 3-member cluster with 1.1 GiB of live
-// data (on claims, which the local cluster keeps in memory: the same on
-// its disk would stall the other tests' members) and defragments a
-// follower held to a tenth of a CPU (throttle),
-// with spec.unhealthyMemberTimeout at its least, 10 s: the follower answers
+// TestLongDefragmentation defragments a follower of a 3-member cluster
+// holding 256 MiB of live data (on claims, which the local cluster keeps
+// in memory), held to a tenth of a CPU (throttle) and, once the operator
+// has marked it defragmenting, paused for 45 s in the middle of it, with
+// spec.unhealthyMemberTimeout at its least, 10 s: the follower answers
 // nothing while it rewrites its database, for longer than etcd's usual
 // liveness budget (3 failed /livez 10 s apart) and than the 15 s after
 // which its Pod turns NotReady. It is neither restarted nor replaced:
 // same member ID, same Pod, no restart, and the cluster serves writes.
+//
+// The pause, not the amount of data, makes the defragmentation long: how
+// long a throttled member takes to rewrite its data varied tenfold between
+// machines (1.1 GiB: 40 s on some, 8 minutes on others, which made this
+// the suite's longest test), a pause lasts as long on all of them.
 func TestLongDefragmentation(t *testing.T) {
 	support.Parallel(t, support.Long)
 	ctx := context.Background()
@@ -350,13 +356,12 @@ func TestLongDefragmentation(t *testing.T) {
 			UnhealthyMemberTimeout: &metav1.Duration{Duration: 10 * time.Second}, // the least allowed
 			// A quota of 8 GiB (etcd's largest recommended) gives a
 			// defragmentation a budget of 819 s (DefragmentBudget: the
-			// quota at 10 MiB/s). The throttled follower's defragmentation
-			// is CPU-bound: 40 s on the machines of 2026 so far, but on
-			// those of December it ran past the 184 s a 4Gi claim's quota
-			// gave, and the operator replaced it as designed (twice in a
-			// row); with a 410 s budget it took 367 s. The claim holds the
-			// quota twice (a defragmentation writes a copy) and the log;
-			// the local cluster's claims are tmpfs, sized as a limit.
+			// quota at 10 MiB/s), far more than the throttled follower
+			// takes with the pause: it is not replaced for overrunning its
+			// budget (as it was, by design, when a 4Gi claim's quota gave
+			// 184 s). The claim holds the quota twice (a defragmentation
+			// writes a copy) and the log; the local cluster's claims are
+			// tmpfs, sized as a limit.
 			Options: map[string]string{"quota-backend-bytes": strconv.FormatInt(8<<30, 10)},
 			Storage: etcdv1alpha1.StorageSpec{VolumeClaimTemplate: &etcdv1alpha1.EmbeddedPersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
 				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
@@ -371,14 +376,16 @@ func TestLongDefragmentation(t *testing.T) {
 	awaitReady(ctx, t, key, 3)
 	cli := etcdClient(ctx, t, ns, key.Name)
 
-	// 1,100 values of 1 MiB, four writers at once.
+	// 256 values of 1 MiB, four writers at once: the throttled follower
+	// takes seconds to rewrite them even on a fast machine, so the pause
+	// lands in the middle of it.
 	start := time.Now()
 	value := strings.Repeat("v", 1<<20)
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for w := range 4 {
 		wg.Go(func() {
-			for i := w; i < 1100; i += 4 {
+			for i := w; i < 256; i += 4 {
 				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				_, err := cli.Put(cctx, fmt.Sprintf("/big/%04d", i), value)
 				cancel()
@@ -392,9 +399,9 @@ func TestLongDefragmentation(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
-		t.Fatalf("writing 1.1 GiB: %v", err)
+		t.Fatalf("writing 256 MiB: %v", err)
 	}
-	t.Logf("wrote 1.1 GiB in %s", time.Since(start).Round(time.Second))
+	t.Logf("wrote 256 MiB in %s", time.Since(start).Round(time.Second))
 
 	ids := memberIDs(ctx, t, cli)
 	status, err := cli.Status(ctx, cli.Endpoints()[0])
@@ -440,6 +447,42 @@ func TestLongDefragmentation(t *testing.T) {
 			}
 		}
 	}()
+	defragmenting := func() bool {
+		p := &corev1.Pod{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(before), p); err != nil {
+			t.Fatal(err)
+		}
+		_, ok := p.Annotations[etcdv1alpha1.AnnotationDefragmenting]
+		return ok
+	}
+	support.Eventually(t, time.Minute, "the operator to mark "+follower+" defragmenting", func() error {
+		if !defragmenting() {
+			return errors.New("not marked yet")
+		}
+		return nil
+	})
+	pause := localcluster.Fault{Action: localcluster.FaultPause, Namespace: ns, Pod: follower, Container: "etcd"}
+	if err := env.Faults.Inject(ctx, pause); err != nil {
+		t.Fatal(err)
+	}
+	resume := func() {
+		pause.Action = localcluster.FaultResume
+		_ = env.Faults.Inject(context.Background(), pause)
+	}
+	t.Cleanup(resume)
+	// 35 s: more than the 30 s of etcd's liveness budget and the 10 s of
+	// unhealthyMemberTimeout, less than the 40 s after which the
+	// operator's client gives up on a connection that answers no
+	// keepalive ping (30 s idle, 10 s for the answer) and ends the call.
+	time.Sleep(35 * time.Second)
+	// Still marked: the operator is still waiting on the defragmentation
+	// (had it ended before the pause, the mark would be gone by now and
+	// the test would prove nothing).
+	stillDefragmenting := defragmenting()
+	resume()
+	if !stillDefragmenting {
+		t.Errorf("%s was no longer marked defragmenting at the end of the pause: the defragmentation ended before it", follower)
+	}
 	awaitNoAnnotation(ctx, t, key, 15*time.Minute, etcdv1alpha1.AnnotationDefragment)
 	took := time.Since(start)
 	close(stop)
