@@ -45,7 +45,7 @@ GO ?= go
 GOTEST_FLAGS ?= -count=1
 # How many e2e tests run at once on the local cluster (test/e2e/main_test.go
 # says which run alone); chosen by measurement on 2 cores (docs/testing.md).
-E2E_PARALLEL ?= 4
+E2E_PARALLEL ?= 6
 # Where `make test` keeps the JSON of every test run, for `make test-report`.
 TEST_LOGS ?= $(CURDIR)/.testlogs
 BENCH_RUNS ?= 3
