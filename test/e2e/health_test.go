@@ -334,7 +334,7 @@ func TestVolumeHoldsTheQuota(t *testing.T) {
 // TestLongDefragmentation defragments a follower of a 3-member cluster
 // holding 256 MiB of live data (on claims, which the local cluster keeps
 // in memory), held to a tenth of a CPU (throttle) and, once the operator
-// has marked it defragmenting, paused for 45 s in the middle of it, with
+// has marked it defragmenting, paused for 35 s in the middle of it, with
 // spec.unhealthyMemberTimeout at its least, 10 s: the follower answers
 // nothing while it rewrites its database, for longer than etcd's usual
 // liveness budget (3 failed /livez 10 s apart) and than the 15 s after
