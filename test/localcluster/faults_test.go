@@ -9,8 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -237,44 +235,52 @@ func TestCLIFault(t *testing.T) {
 	}
 }
 
-// TestFaultThrottle: a throttled container runs its loop several times
-// slower, and at its former speed again once unthrottled.
+// TestFaultThrottle: a throttled container gets a tenth of a CPU, and
+// is back in the root CPU group once unthrottled.
 func TestFaultThrottle(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := newNamespace(ctx, t)
-	createPod(ctx, t, ns, busybox("busy", `while true; do s=$(date +%s%N); i=0
-  while [ $i -lt 20000 ]; do i=$((i+1)); done
-  echo "took $(( ($(date +%s%N)-s)/1000000 ))"; done`), false)
-	loops := func() []int {
-		var took []int
+	// Each loop prints its wall time and the CPU time the shell spent in
+	// it (the first field of /proc/self/schedstat, in nanoseconds: read is
+	// the shell's own builtin).
+	createPod(ctx, t, ns, busybox("busy", `while true; do s=$(date +%s%N); read -r c0 r </proc/self/schedstat; i=0
+  while [ $i -lt 100000 ]; do i=$((i+1)); done
+  read -r c1 r </proc/self/schedstat
+  echo "took $(( ($(date +%s%N)-s)/1000 )) cpu $(( (c1-c0)/1000 ))"; done`), false)
+	type loop struct{ wall, cpu int } // microseconds
+	loops := func() []loop {
+		var took []loop
 		for line := range strings.Lines(containerLog(t, ns, "busy", "main")) {
-			if ms, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "took "))); err == nil {
-				took = append(took, ms)
+			var l loop
+			if _, err := fmt.Sscanf(line, "took %d cpu %d", &l.wall, &l.cpu); err == nil {
+				took = append(took, l)
 			}
 		}
 		return took
 	}
-	// median5 waits for five loops after the first skip (and one more,
-	// which may have begun before a change) and returns their median in
-	// milliseconds, and how many loops there are.
-	median5 := func(skip int) (int, int) {
+	// share5 waits for five loops after the first skip (and one more,
+	// which may have begun before a change) and returns the share of a
+	// CPU they got, and how many loops there are.
+	share5 := func(skip int) (float64, int) {
 		t.Helper()
-		var took []int
+		var took []loop
 		eventually(t, 2*time.Minute, "five more loops", func() error {
 			if took = loops(); len(took) < skip+6 {
 				return fmt.Errorf("%d loops", len(took))
 			}
 			return nil
 		})
-		five := slices.Clone(took[skip+1 : skip+6])
-		slices.Sort(five)
-		return five[2], len(took)
+		var wall, cpu int
+		for _, l := range took[skip+1 : skip+6] {
+			wall, cpu = wall+l.wall, cpu+l.cpu
+		}
+		return float64(cpu) / float64(wall), len(took)
 	}
-	free, n := median5(0)
+	free, n := share5(0)
 	fault := localcluster.Fault{Action: localcluster.FaultThrottle, Namespace: ns, Pod: "busy"}
 	inject(ctx, t, fault)
-	throttled, n := median5(n)
+	throttled, n := share5(n)
 	group := filepath.Join("/sys/fs/cgroup/cpu", "localcluster-"+ns+"-busy-main")
 	stat, err := os.ReadFile(filepath.Join(group, "cpu.stat"))
 	if err != nil || !regexp.MustCompile(`(?m)^nr_throttled [1-9]`).Match(stat) {
@@ -286,18 +292,20 @@ func TestFaultThrottle(t *testing.T) {
 	}
 	fault.Action = localcluster.FaultUnthrottle
 	inject(ctx, t, fault)
-	again, _ := median5(n)
-	t.Logf("a loop took %d ms, throttled %d ms, unthrottled %d ms", free, throttled, again)
-	// At a tenth of a CPU a loop takes ten times its CPU time; free, it
-	// shares two cores with the other tests, so twice is the claim.
-	if throttled < 2*free {
-		t.Errorf("throttled, a loop took %d ms, not twice its %d ms", throttled, free)
+	again, _ := share5(n)
+	t.Logf("a loop got %.2f of a CPU, throttled %.2f, unthrottled %.2f", free, throttled, again)
+	// The claim is the quota's, a tenth of a CPU (with room for the
+	// periods a loop's ends cut), not a speed against the free loops: how
+	// much a free loop gets depends on what else runs on the two cores
+	// (CI once saw a free loop take 213 ms and a throttled one 262 ms,
+	// when the other tests left the free loop little more than a tenth).
+	if throttled > 0.15 {
+		t.Errorf("throttled, the loops got %.2f of a CPU, more than the quota's 0.10", throttled)
 	}
-	// Unthrottled, the speed of a loop is whatever share of two busy cores
-	// the other tests leave it (CI once saw 338 ms against 413 throttled),
-	// so the claim is the kernel's: no quota applies to the container any
-	// more, because its processes are back in the root group and the
-	// throttled group is gone.
+	// Unthrottled, the share of a loop is whatever two busy cores the
+	// other tests leave it, so the claim is the kernel's: no quota applies
+	// to the container any more, because its processes are back in the
+	// root group and the throttled group is gone.
 	if _, err := os.Stat(group); !os.IsNotExist(err) {
 		t.Errorf("the throttled group %s is still there: %v", group, err)
 	}
