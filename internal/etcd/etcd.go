@@ -229,6 +229,7 @@ const (
 
 type client struct {
 	cli         *clientv3.Client
+	cfg         clientv3.Config // cli's, for a client of one endpoint (Snapshot)
 	callTimeout time.Duration
 	connectWait time.Duration
 
@@ -260,7 +261,7 @@ func New(cfg Config) (Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	cli, err := clientv3.New(clientv3.Config{
+	cliCfg := clientv3.Config{
 		Endpoints:            cfg.Endpoints,
 		TLS:                  cfg.TLS,
 		Username:             cfg.Username,
@@ -269,11 +270,12 @@ func New(cfg Config) (Client, error) {
 		DialKeepAliveTime:    keepaliveTime,
 		DialKeepAliveTimeout: keepaliveTimeout,
 		Logger:               cfg.Logger,
-	})
+	}
+	cli, err := clientv3.New(cliCfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to etcd at %v: %w", cfg.Endpoints, err)
 	}
-	return &client{cli: cli, callTimeout: cfg.CallTimeout, connectWait: cfg.ConnectWait, conns: map[string]*grpc.ClientConn{}}, nil
+	return &client{cli: cli, cfg: cliCfg, callTimeout: cfg.CallTimeout, connectWait: cfg.ConnectWait, conns: map[string]*grpc.ClientConn{}}, nil
 }
 
 // FormatID prints a member ID as etcdctl does (lowercase hex).
@@ -653,33 +655,32 @@ func (c *client) Revision(ctx context.Context) (int64, error) {
 	return resp.Header.GetRevision(), nil
 }
 
-// Snapshot reads the stream over the endpoint's own connection
-// (endpointConn), so the snapshot comes from the member asked for.
+// Snapshot reads the stream over a client of the endpoint alone, so the
+// member asked for serves the snapshot and, on a cluster with a password,
+// issues the token the stream carries too. A token that another member
+// issued reaches this one through raft, and a follower that has not
+// applied it yet refuses the stream: CI once saw both followers answer
+// "invalid auth token" at a load average of 15, and clientv3 refreshes a
+// token over its balanced connection, which may pick that other member
+// again. A member answers an authentication only once it has applied it.
 func (c *client) Snapshot(ctx context.Context, endpoint string, w io.Writer) (string, error) {
-	conn, err := c.endpointConn(endpoint)
+	cfg := c.cfg
+	cfg.Endpoints = []string{endpoint}
+	cfg.Context = ctx
+	one, err := clientv3.New(cfg)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("snapshot of endpoint %s: connect: %w", endpoint, err)
 	}
-	stream, err := pb.NewMaintenanceClient(conn).Snapshot(ctx, &pb.SnapshotRequest{}, grpc.WaitForReady(false))
+	defer func() { _ = one.Close() }()
+	resp, err := one.SnapshotWithVersion(ctx)
 	if err != nil {
 		return "", fmt.Errorf("snapshot of endpoint %s: %w", endpoint, err)
 	}
-	version := ""
-	for {
-		resp, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return version, nil
-		}
-		if err != nil {
-			return "", fmt.Errorf("snapshot of endpoint %s: %w", endpoint, err)
-		}
-		if resp.GetVersion() != "" {
-			version = resp.GetVersion()
-		}
-		if _, err := w.Write(resp.GetBlob()); err != nil {
-			return "", fmt.Errorf("snapshot of endpoint %s: writing: %w", endpoint, err)
-		}
+	defer func() { _ = resp.Snapshot.Close() }()
+	if _, err := io.Copy(w, resp.Snapshot); err != nil {
+		return "", fmt.Errorf("snapshot of endpoint %s: %w", endpoint, err)
 	}
+	return resp.Version, nil
 }
 
 func (c *client) AuthEnabled(ctx context.Context) (bool, error) {
