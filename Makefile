@@ -123,9 +123,12 @@ test: manifests generate $(GOTESTSUM) ## Run the unit tests, the API server test
 
 # `make test` runs two lanes at once. The local cluster's suites mostly wait
 # on probes, timers and restarts (their serial part keeps about 10% of two
-# cores busy), so the host lane runs beside them: it builds the tools only
-# it needs (niced: the cluster keeps the CPU it asks for), then runs the
-# unit, API server and cert-manager tests.
+# cores busy), so the host lane runs beside them: first the unit, API
+# server and cert-manager tests, while the cluster lane runs the tests that
+# take the whole cluster and leaves the CPU idle; then it builds the tools
+# only the OLM tests need (niced: the cluster keeps the CPU it asks for)
+# and runs those. (Built first, on a cold cache, the tools pushed the unit
+# tests into the e2e suite's parallel group, at a load average of 15.)
 .PHONY: test-cluster
 test-cluster: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM)
 	mkdir -p $(TEST_LOGS)
@@ -135,13 +138,15 @@ test-cluster: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM)
 .PHONY: test-host
 test-host: $(ENVTEST_ASSETS) $(CERT_MANAGER_CONTROLLER) $(KUSTOMIZE) $(GOTESTSUM)
 	mkdir -p $(TEST_LOGS)
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) KUSTOMIZE_BIN=$(KUSTOMIZE) \
+		$(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/unit.json -- $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e /test/localcluster -e /test/e2e -e '/test/chaos$$' -e /test/olm)
+	cd hack/cert-manager && KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) CERT_MANAGER_CONTROLLER_BIN=$(CERT_MANAGER_CONTROLLER) \
+		$(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/cert-manager.json -- $(GOTEST_FLAGS) ./...
 	@# -j1: a sub-make that took a second job slot from the jobserver would
 	@# hold the cluster lane back until its build ends.
 	nice -n 10 $(MAKE) --no-print-directory -j1 $(OPERATOR_SDK) $(OPM)
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) OPERATOR_SDK_BIN=$(OPERATOR_SDK) OPM_BIN=$(OPM) KUSTOMIZE_BIN=$(KUSTOMIZE) \
-		$(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/unit.json -- $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e /test/localcluster -e /test/e2e -e '/test/chaos$$')
-	cd hack/cert-manager && KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) CERT_MANAGER_CONTROLLER_BIN=$(CERT_MANAGER_CONTROLLER) \
-		$(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/cert-manager.json -- $(GOTEST_FLAGS) ./...
+	OPERATOR_SDK_BIN=$(OPERATOR_SDK) OPM_BIN=$(OPM) KUSTOMIZE_BIN=$(KUSTOMIZE) \
+		$(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/olm.json -- $(GOTEST_FLAGS) ./test/olm/...
 
 .PHONY: test-e2e
 test-e2e: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM) ## Run the e2e suite on the local cluster (started, or reused when running).
