@@ -242,7 +242,11 @@ func (b *bench) unrelatedSecrets(ctx context.Context, n, size int) (string, erro
 }
 
 // bootstrap creates a cluster of n members and returns the time to Ready
-// and where it went (phases); it deletes the cluster afterwards.
+// and where it went: the time from the apply to Ready seen, split at the
+// operator's membership events (each recorded to the microsecond: a
+// member's Pod created, a learner added or promoted) and at each member
+// Pod seen Ready; each phase is named by the marks it lies between,
+// members by ordinal, so runs compare. It deletes the cluster afterwards.
 func (b *bench) bootstrap(ctx context.Context, name string, n int32) (time.Duration, []step, error) {
 	cluster := b.cluster(name, n, false)
 	start := time.Now()
@@ -250,12 +254,21 @@ func (b *bench) bootstrap(ctx context.Context, name string, n int32) (time.Durat
 		return 0, nil, err
 	}
 	defer func() { _ = b.c.Delete(ctx, cluster) }()
-	if err := b.awaitReady(ctx, cluster, n); err != nil {
+	podReadyAt := map[string]time.Time{}
+	if err := b.poll(ctx, func() error {
+		if err := b.notePodsReady(ctx, name, start, podReadyAt); err != nil {
+			return err
+		}
+		return b.ready(ctx, cluster, n)
+	}); err != nil {
 		return 0, nil, err
 	}
 	ready := time.Now()
-	phases, err := b.phases(ctx, cluster, start, ready)
-	return ready.Sub(start), phases, err
+	marks, err := b.eventMarks(ctx, cluster, start)
+	if err != nil {
+		return 0, nil, err
+	}
+	return ready.Sub(start), splitAt(start, "apply", append(marks, podReadyMarks(name, podReadyAt)...), ready), nil
 }
 
 // memberOrdinal finds the ordinal of a member of cluster in an event's
@@ -266,19 +279,6 @@ func memberOrdinal(cluster, note string) string {
 		return "?"
 	}
 	return m[1]
-}
-
-// phases splits the time from start (the apply) to ready (Ready seen)
-// at the operator's membership events (each recorded to the microsecond):
-// a member's Pod created, a learner added, a learner promoted. Each phase
-// is named by the events it lies between, members by ordinal, so runs
-// compare.
-func (b *bench) phases(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, start, ready time.Time) ([]step, error) {
-	marks, err := b.eventMarks(ctx, cluster, start)
-	if err != nil {
-		return nil, err
-	}
-	return splitAt(start, "apply", marks, ready), nil
 }
 
 // stepReasons are the reasons of the operator's events that mark a step
@@ -468,14 +468,8 @@ func (b *bench) roll(ctx context.Context, name string) (time.Duration, time.Dura
 	}
 	podReadyAt := map[string]time.Time{}
 	err = b.poll(ctx, func() error {
-		pods := &corev1.PodList{}
-		if err := b.c.List(ctx, pods, client.InNamespace(b.ns), client.MatchingLabels{etcdv1alpha1.LabelCluster: name}); err != nil {
+		if err := b.notePodsReady(ctx, name, start, podReadyAt); err != nil {
 			return err
-		}
-		for _, p := range pods.Items {
-			if podReady(&p) && p.CreationTimestamp.After(start) && podReadyAt[p.Name].IsZero() {
-				podReadyAt[p.Name] = time.Now()
-			}
 		}
 		got := &etcdv1alpha1.EtcdCluster{}
 		if err := b.c.Get(ctx, client.ObjectKeyFromObject(cluster), got); err != nil {
@@ -496,10 +490,31 @@ func (b *bench) roll(ctx context.Context, name string) (time.Duration, time.Dura
 	if err != nil {
 		return 0, 0, nil, err
 	}
-	for pod, at := range podReadyAt {
-		marks = append(marks, mark{"Pod Ready #" + memberOrdinal(name, pod), at})
+	return done.Sub(start), longest, splitAt(start, "apply", append(marks, podReadyMarks(name, podReadyAt)...), done), nil
+}
+
+// notePodsReady records in at when each member Pod of cluster created
+// after since is first seen Ready (to the bench's poll, 100 ms).
+func (b *bench) notePodsReady(ctx context.Context, cluster string, since time.Time, at map[string]time.Time) error {
+	pods := &corev1.PodList{}
+	if err := b.c.List(ctx, pods, client.InNamespace(b.ns), client.MatchingLabels{etcdv1alpha1.LabelCluster: cluster}); err != nil {
+		return err
 	}
-	return done.Sub(start), longest, splitAt(start, "apply", marks, done), nil
+	for _, p := range pods.Items {
+		if podReady(&p) && p.CreationTimestamp.After(since.Add(-time.Second)) && at[p.Name].IsZero() {
+			at[p.Name] = time.Now()
+		}
+	}
+	return nil
+}
+
+// podReadyMarks are the marks of the member Pods seen Ready (notePodsReady).
+func podReadyMarks(cluster string, at map[string]time.Time) []mark {
+	var marks []mark
+	for pod, t := range at {
+		marks = append(marks, mark{"Pod Ready #" + memberOrdinal(cluster, pod), t})
+	}
+	return marks
 }
 
 // writeUntil writes keys until ctx ends and returns the longest run of
