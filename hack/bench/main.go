@@ -171,16 +171,19 @@ func run(root string, runs int, chosen map[string]bool) error {
 				record(fmt.Sprintf("  %s: %s", short, p.name), p.took)
 			}
 		}
-		if chosen["roll"] {
-			took, window, phases, err := b.roll(ctx, fmt.Sprintf("roll-%d", i))
+		for j, change := range rollChanges {
+			if !chosen["roll"] {
+				break
+			}
+			took, window, phases, err := b.roll(ctx, fmt.Sprintf("roll-%d-%d", i, j), change)
 			if err != nil {
 				return err
 			}
-			record("roll 3 members to new options (claims kept)", took)
+			record("roll 3 members to "+change.name+" (claims kept)", took)
 			for _, p := range phases {
-				record("  roll: "+p.name, p.took)
+				record("  roll to "+change.name+": "+p.name, p.took)
 			}
-			record("longest write error window during the roll", window)
+			record("  roll to "+change.name+": longest run of failed writes", window)
 		}
 	}
 
@@ -452,8 +455,11 @@ func splitAt(start time.Time, first string, marks []mark, end time.Time) []step 
 // every member runs the new spec, the longest run of failed writes, and
 // where the time went: the operator's events (a member's Pod deleted to
 // be rebuilt, created again, leadership moved) and each new Pod Ready.
-func (b *bench) roll(ctx context.Context, name string) (time.Duration, time.Duration, []step, error) {
+func (b *bench) roll(ctx context.Context, name string, change rollChange) (time.Duration, time.Duration, []step, error) {
 	cluster := b.cluster(name, 3, true)
+	if change.from != "" {
+		cluster.Spec.PodTemplate = etcdImage(change.from)
+	}
 	if err := b.c.Create(ctx, cluster); err != nil {
 		return 0, 0, nil, err
 	}
@@ -475,7 +481,11 @@ func (b *bench) roll(ctx context.Context, name string) (time.Duration, time.Dura
 	go func() { window <- writeUntil(wctx, cli) }()
 
 	patch := client.MergeFrom(cluster.DeepCopy())
-	cluster.Spec.Options = map[string]string{"election-timeout": "1200"}
+	if change.to != "" {
+		cluster.Spec.PodTemplate = etcdImage(change.to)
+	} else {
+		cluster.Spec.Options = map[string]string{"election-timeout": "1200"}
+	}
 	start := time.Now()
 	if err := b.c.Patch(ctx, cluster, patch); err != nil {
 		stopWriter()
@@ -531,6 +541,21 @@ func podReadyMarks(cluster string, at map[string]time.Time) []mark {
 		marks = append(marks, mark{"Pod Ready #" + memberOrdinal(cluster, pod), t})
 	}
 	return marks
+}
+
+// rollChange is what a roll changes: the options when to is "", else the
+// etcd image, from from to to.
+type rollChange struct{ name, from, to string }
+
+// rollChanges are the rolls the bench measures.
+var rollChanges = []rollChange{
+	{name: "new options"},
+	{name: "etcd 3.5.21 -> 3.6.16", from: "quay.io/coreos/etcd:v3.5.21", to: "quay.io/coreos/etcd:v3.6.16"},
+}
+
+// etcdImage is a Pod template whose etcd container runs image.
+func etcdImage(image string) etcdv1alpha1.PodTemplate {
+	return etcdv1alpha1.PodTemplate{Spec: etcdv1alpha1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Image: image}}}}
 }
 
 // writeUntil writes keys until ctx ends and returns the longest run of
