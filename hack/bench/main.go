@@ -1,11 +1,13 @@
 // Command bench measures the operator on the local cluster and prints the
 // median, minimum and maximum of several runs of each scenario: time from
 // apply to Ready for 1, 3 and 5 members (and its phases, between the
-// operator's membership events), time per scale step (and its phases),
-// time back to full strength after a member's Pod is deleted and after its
-// data is lost, time to roll a 3-member cluster to a new spec (and its
+// operator's membership events and each member Pod Ready), time per scale
+// step on a cluster at rest (and its phases), time back to full strength
+// after a member's Pod is deleted and after its data is lost, time to roll
+// a 3-member cluster to new options and from etcd 3.5 to 3.6 (and its
 // phases, between the operator's events and each new Pod Ready) and the
-// longest run of failed writes during the roll, the operator's memory and CPU at rest, and
+// longest run of failed writes during each roll, once the operator leads;
+// the operator's memory and CPU at rest, and
 // its memory once the cluster holds 2,000 Secrets of 10 KiB that are none
 // of its business (its cache must not hold them), and one operator with
 // many clusters: 100 running clusters of 1 member, then 1,000 whose
