@@ -31,13 +31,12 @@ ETCD_VERSION ?= v3.6.16
 # versity/versitygw:$(VERSITYGW_VERSION) maps to bin/versitygw-$(VERSITYGW_VERSION).
 VERSITYGW_VERSION ?= v1.8.0
 
-# Every build is without cgo, as the upstream releases are (but opm's: it
-# links SQLite for its deprecated SQLite indexes, which nothing here uses;
-# file-based catalogs, which we validate, render and serve, need none). It
-# is also what lets the Kubernetes build, cert-manager's, the tools', the
-# manager's and the tests' share one build cache: cgo changes the standard
-# library's net package, and with it every package above it. (opm with cgo
-# also compiled SQLite's C, 40 s of one core.)
+# Every build is without cgo. The upstream releases are too, except opm's:
+# its cgo links SQLite for the deprecated SQLite indexes, which nothing here
+# uses (file-based catalogs need none; SQLite's C took 40 s of one core).
+# No cgo anywhere also lets the Kubernetes build, cert-manager's, the
+# tools', the manager's and the tests' share one build cache: cgo changes
+# the standard library's net package, and with it every package above it.
 export CGO_ENABLED ?= 0
 
 SHELL = /usr/bin/env bash -o pipefail
