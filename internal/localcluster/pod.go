@@ -20,7 +20,7 @@ import (
 
 // podWorker runs one pod on a node: it owns the pod's network namespace,
 // volumes and containers, and writes the pod's status. It is driven by
-// updates of the pod and a steady tick.
+// updates of the pod, its probes' verdicts and a steady tick.
 type podWorker struct {
 	node *node
 	dir  string
@@ -37,7 +37,10 @@ type podWorker struct {
 	startTime  metav1.Time
 
 	updates chan *corev1.Pod
-	done    chan struct{}
+	// probed asks for a sync after a probe's verdict changed, so that
+	// the status says so at once, as the kubelet's does.
+	probed chan struct{}
+	done   chan struct{}
 }
 
 func newPodWorker(n *node, pod *corev1.Pod, ip string) *podWorker {
@@ -49,6 +52,7 @@ func newPodWorker(n *node, pod *corev1.Pod, ip string) *podWorker {
 		net:     newPodNetwork(string(pod.UID), ip),
 		volumes: newPodVolumes(n.client, dir, n.allocatable()),
 		updates: make(chan *corev1.Pod, 1),
+		probed:  make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
 	for _, c := range pod.Spec.InitContainers {
@@ -70,13 +74,21 @@ func (w *podWorker) update(pod *corev1.Pod) {
 }
 
 // run syncs the pod until it is gone or ctx ends; on ctx end it stops the
-// containers (a node stopping) and keeps the pod's data.
+// containers (a node stopping) and keeps the pod's data. The first sync
+// is at once, the next on an update, a probe's verdict or the tick.
 func (w *podWorker) run(ctx context.Context) {
 	defer close(w.done)
 	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(w.pod), "node", w.node.name)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
+		finished, err := w.sync(ctx)
+		if err != nil {
+			logger.V(2).Info("Pod sync failed", "err", err)
+		}
+		if finished {
+			return
+		}
 		select {
 		case <-ctx.Done():
 			// A stopped node is off the network: its pods' addresses
@@ -89,14 +101,8 @@ func (w *podWorker) run(ctx context.Context) {
 			w.mu.Lock()
 			w.pod = pod
 			w.mu.Unlock()
+		case <-w.probed:
 		case <-tick.C:
-		}
-		finished, err := w.sync(ctx)
-		if err != nil {
-			logger.V(2).Info("Pod sync failed", "err", err)
-		}
-		if finished {
-			return
 		}
 	}
 }
@@ -232,14 +238,15 @@ func (w *podWorker) startContainer(ctx context.Context, pod *corev1.Pod, c *cont
 // onProbe applies a probe verdict: readiness and startup set flags, a
 // failed liveness probe restarts the container.
 func (w *podWorker) onProbe(pod *corev1.Pod, c *container, kind probeKind, ok bool, msg string) {
+	changed := false
 	switch kind {
 	case readinessProbe:
 		c.mu.Lock()
-		c.ready = ok
+		changed, c.ready = c.ready != ok, ok
 		c.mu.Unlock()
 	case startupProbe:
 		c.mu.Lock()
-		c.started = ok
+		changed, c.started = c.started != ok, ok
 		c.mu.Unlock()
 	case livenessProbe:
 		if ok {
@@ -251,6 +258,12 @@ func (w *podWorker) onProbe(pod *corev1.Pod, c *container, kind probeKind, ok bo
 	}
 	if !ok && kind == readinessProbe {
 		w.node.recordEvent(pod, corev1.EventTypeWarning, "Unhealthy", "Readiness probe failed: %s", msg)
+	}
+	if changed {
+		select {
+		case w.probed <- struct{}{}:
+		default: // a sync is already asked for
+		}
 	}
 }
 
