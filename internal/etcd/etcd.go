@@ -379,11 +379,30 @@ func (c *client) Status(ctx context.Context, endpoint string) (Status, error) {
 }
 
 func (c *client) status(ctx context.Context, endpoint string) (Status, error) {
-	conn, err := c.endpointConn(endpoint)
+	conn, err := c.connectedConn(ctx, endpoint)
 	if err != nil {
 		return Status{}, err
 	}
-	return statusOn(ctx, conn, endpoint, c.connectWait)
+	return statusOn(ctx, conn, endpoint)
+}
+
+// connectedConn is the endpoint's connection (endpointConn) once it is
+// made or has failed, waiting up to connectWait for it (statusOn says
+// why). A connection not made by then is closed, and the next call dials
+// again: the client outlives the pass (Pool), and a connection still
+// being made to the address a restarting member's Pod had kept the
+// member unreachable to every later pass until gRPC gave it up, 20 s on
+// (a roll's last member, Ready 25 s before the cluster was: make bench).
+func (c *client) connectedConn(ctx context.Context, endpoint string) (*grpc.ClientConn, error) {
+	conn, err := c.endpointConn(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	if err := awaitConnection(ctx, conn, c.connectWait); err != nil {
+		c.dropConn(endpoint, conn)
+		return nil, fmt.Errorf("status of endpoint %s: %w", endpoint, err)
+	}
+	return conn, nil
 }
 
 // statusOn asks for the status of the member at the other end of conn, and
@@ -402,12 +421,8 @@ func (c *client) status(ctx context.Context, endpoint string) (Status, error) {
 // A pass that probed such a learner waited for it (7 s of the promotion of
 // half the members a rebuilt 5-member cluster added). So the connection
 // gets connectWait (Config.ConnectWait) to be made before the member is
-// reported as not answering; the connection is kept and goes on being made
-// for the next call.
-func statusOn(ctx context.Context, conn *grpc.ClientConn, endpoint string, connectWait time.Duration) (Status, error) {
-	if err := awaitConnection(ctx, conn, connectWait); err != nil {
-		return Status{}, fmt.Errorf("status of endpoint %s: %w", endpoint, err)
-	}
+// reported as not answering (connectedConn); conn is one that was.
+func statusOn(ctx context.Context, conn *grpc.ClientConn, endpoint string) (Status, error) {
 	resp, err := pb.NewMaintenanceClient(conn).Status(ctx, &pb.StatusRequest{}, grpc.WaitForReady(false))
 	if err != nil {
 		return Status{}, fmt.Errorf("status of endpoint %s: %w", endpoint, err)
@@ -455,11 +470,11 @@ func awaitConnection(ctx context.Context, conn *grpc.ClientConn, wait time.Durat
 func (c *client) Health(ctx context.Context, endpoint string) error {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	conn, err := c.endpointConn(endpoint)
+	conn, err := c.connectedConn(ctx, endpoint)
 	if err != nil {
 		return err
 	}
-	st, err := statusOn(ctx, conn, endpoint, c.connectWait)
+	st, err := statusOn(ctx, conn, endpoint)
 	if err != nil {
 		return err
 	}
@@ -567,6 +582,17 @@ func (c *client) leaderEndpoint(ctx context.Context) (uint64, string, error) {
 // wait out its reconnect back-off (up to two minutes), and the fail-fast
 // calls (statusOn) would report a member that is back as not answering
 // all that time.
+// dropConn closes conn and forgets it, unless the endpoint has another
+// connection by now.
+func (c *client) dropConn(endpoint string, conn *grpc.ClientConn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conns[endpoint] == conn {
+		delete(c.conns, endpoint)
+	}
+	_ = conn.Close()
+}
+
 func (c *client) endpointConn(endpoint string) (*grpc.ClientConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -796,6 +796,73 @@ func TestKeptConnectionRedialsAMemberThatIsBack(t *testing.T) {
 	}
 }
 
+// TestConnectionNotMadeInTimeIsDialledAgain: a connection that is not made
+// within connectWait is not kept for the next call, which dials again.
+// The client outlives a pass (Pool): a connection still being made to
+// where a restarting member was kept that member unreachable to every
+// later pass until gRPC gave the connection up, 20 s on. Here the first
+// connection is accepted and never answered; the ones after it are
+// served.
+func TestConnectionNotMadeInTimeIsDialledAgain(t *testing.T) {
+	t.Parallel()
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &silentFirst{Listener: inner}
+	s := grpc.NewServer()
+	pb.RegisterMaintenanceServer(s, statusServer{})
+	go func() { _ = s.Serve(l) }()
+	defer s.Stop()
+	defer l.closeHeld()
+	ep := "http://" + inner.Addr().String()
+	cli, err := etcd.New(etcd.Config{Endpoints: []string{ep}, CallTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	if _, err := cli.Status(context.Background(), ep); err == nil {
+		t.Fatal("status answered over a connection nothing answers")
+	}
+	if _, err := cli.Status(context.Background(), ep); err != nil {
+		t.Errorf("second status, the endpoint serving new connections: %v; want an answer over a new connection", err)
+	}
+}
+
+// silentFirst is a listener that holds its first connection without
+// handing it to the server, as an address nothing answers from.
+type silentFirst struct {
+	net.Listener
+	mu   sync.Mutex
+	held net.Conn
+}
+
+func (l *silentFirst) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		l.mu.Lock()
+		first := l.held == nil
+		if first {
+			l.held = c
+		}
+		l.mu.Unlock()
+		if !first {
+			return c, nil
+		}
+	}
+}
+
+func (l *silentFirst) closeHeld() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held != nil {
+		_ = l.held.Close()
+	}
+}
+
 // statusServer answers etcd's Maintenance.Status with member ID 1.
 type statusServer struct {
 	pb.UnimplementedMaintenanceServer
