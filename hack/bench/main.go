@@ -499,14 +499,21 @@ func (b *bench) roll(ctx context.Context, name string, change rollChange) (time.
 		if err := b.notePodsReady(ctx, name, start, podReadyAt); err != nil {
 			return err
 		}
+		// One read for both checks: the status a pass writes as the
+		// roll starts is Ready (every member still is) at the new
+		// generation, and the one before it had every member updated;
+		// two reads that each saw one of them took a roll as done.
 		got := &etcdv1alpha1.EtcdCluster{}
 		if err := b.c.Get(ctx, client.ObjectKeyFromObject(cluster), got); err != nil {
 			return err
 		}
-		if got.Status.UpdatedReplicas != 3 {
+		if err := readyWith(got, 3); err != nil {
+			return err
+		}
+		if got.Status.ObservedGeneration != got.Generation || got.Status.UpdatedReplicas != 3 {
 			return fmt.Errorf("%d of 3 members rolled", got.Status.UpdatedReplicas)
 		}
-		return b.ready(ctx, cluster, 3)
+		return nil
 	})
 	done := time.Now()
 	stopWriter()
@@ -607,9 +614,15 @@ func (b *bench) ready(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, n 
 	if err := b.c.Get(ctx, client.ObjectKeyFromObject(cluster), got); err != nil {
 		return err
 	}
-	c := meta.FindStatusCondition(got.Status.Conditions, etcdv1alpha1.ConditionReady)
-	if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != got.Generation || got.Status.Replicas != n {
-		return fmt.Errorf("%s not Ready with %d members", got.Name, n)
+	return readyWith(got, n)
+}
+
+// readyWith says whether c, as read, reports Ready with n members for its
+// current generation.
+func readyWith(c *etcdv1alpha1.EtcdCluster, n int32) error {
+	cond := meta.FindStatusCondition(c.Status.Conditions, etcdv1alpha1.ConditionReady)
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.ObservedGeneration != c.Generation || c.Status.Replicas != n {
+		return fmt.Errorf("%s not Ready with %d members", c.Name, n)
 	}
 	return nil
 }
