@@ -138,6 +138,9 @@ func run(root string, runs int, chosen map[string]bool) error {
 			if !chosen["bootstrap"] {
 				break
 			}
+			if err := b.awaitNoPods(ctx); err != nil {
+				return err
+			}
 			d, phases, err := b.bootstrap(ctx, fmt.Sprintf("boot%d-%d", n, i), n)
 			if err != nil {
 				return err
@@ -148,6 +151,9 @@ func run(root string, runs int, chosen map[string]bool) error {
 			}
 		}
 		if chosen["scale"] {
+			if err := b.awaitNoPods(ctx); err != nil {
+				return err
+			}
 			steps, err := b.scale(ctx, fmt.Sprintf("scale-%d", i))
 			if err != nil {
 				return err
@@ -159,6 +165,9 @@ func run(root string, runs int, chosen map[string]bool) error {
 		for _, loss := range []bool{false, true} {
 			if !chosen["recover"] {
 				break
+			}
+			if err := b.awaitNoPods(ctx); err != nil {
+				return err
 			}
 			d, phases, err := b.recover(ctx, fmt.Sprintf("recover-%d-%v", i, loss), loss)
 			if err != nil {
@@ -176,6 +185,9 @@ func run(root string, runs int, chosen map[string]bool) error {
 		for j, change := range rollChanges {
 			if !chosen["roll"] {
 				break
+			}
+			if err := b.awaitNoPods(ctx); err != nil {
+				return err
 			}
 			took, window, phases, err := b.roll(ctx, fmt.Sprintf("roll-%d-%d", i, j), change)
 			if err != nil {
@@ -601,6 +613,23 @@ func (b *bench) cluster(name string, n int32, claims bool) *etcdv1alpha1.EtcdClu
 		}}
 	}
 	return c
+}
+
+// awaitNoPods waits until the Pods of the clusters deleted before are
+// gone, so that a scenario does not share the machine with their
+// teardown: the one-member start right after the last roll of the run
+// before took 2.5 s instead of 1.6.
+func (b *bench) awaitNoPods(ctx context.Context) error {
+	return b.poll(ctx, func() error {
+		pods := &corev1.PodList{}
+		if err := b.c.List(ctx, pods, client.InNamespace(b.ns)); err != nil {
+			return err
+		}
+		if n := len(pods.Items); n > 0 {
+			return fmt.Errorf("%d Pods of earlier clusters still there", n)
+		}
+		return nil
+	})
 }
 
 func (b *bench) awaitReady(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, n int32) error {
