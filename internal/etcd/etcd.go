@@ -581,18 +581,8 @@ func (c *client) leaderEndpoint(ctx context.Context) (uint64, string, error) {
 // A kept connection that failed to connect is dialled again: gRPC would
 // wait out its reconnect back-off (up to two minutes), and the fail-fast
 // calls (statusOn) would report a member that is back as not answering
-// all that time.
-// dropConn closes conn and forgets it, unless the endpoint has another
-// connection by now.
-func (c *client) dropConn(endpoint string, conn *grpc.ClientConn) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.conns[endpoint] == conn {
-		delete(c.conns, endpoint)
-	}
-	_ = conn.Close()
-}
-
+// all that time. One still being made after connectWait is dropped by
+// connectedConn.
 func (c *client) endpointConn(endpoint string) (*grpc.ClientConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -614,6 +604,17 @@ func (c *client) endpointConn(endpoint string) (*grpc.ClientConn, error) {
 	}
 	c.conns[endpoint] = conn
 	return conn, nil
+}
+
+// dropConn closes conn and forgets it, unless the endpoint has another
+// connection by now.
+func (c *client) dropConn(endpoint string, conn *grpc.ClientConn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conns[endpoint] == conn {
+		delete(c.conns, endpoint)
+	}
+	_ = conn.Close()
 }
 
 func (c *client) Alarms(ctx context.Context) ([]Alarm, error) {

@@ -70,8 +70,9 @@ func authMayBeOn(c *etcdv1alpha1.EtcdCluster) bool {
 }
 
 // rootPassword reads root's password from the cluster's root password
-// Secret; "" when there is none (auth was never turned on). It is read
-// whatever spec.security.enableAuth says: turning auth off takes root.
+// Secret; "" when there is none (auth was never turned on). Where auth may
+// be on it is read whatever spec.security.enableAuth says: turning auth
+// off takes root.
 func rootPassword(ctx context.Context, reader client.Reader, c *etcdv1alpha1.EtcdCluster) (string, error) {
 	s := &corev1.Secret{}
 	err := reader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: builder.RootPasswordSecretName(c)}, s)
