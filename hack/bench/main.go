@@ -138,9 +138,6 @@ func run(root string, runs int, chosen map[string]bool) error {
 			if !chosen["bootstrap"] {
 				break
 			}
-			if err := b.awaitNoPods(ctx); err != nil {
-				return err
-			}
 			d, phases, err := b.bootstrap(ctx, fmt.Sprintf("boot%d-%d", n, i), n)
 			if err != nil {
 				return err
@@ -151,9 +148,6 @@ func run(root string, runs int, chosen map[string]bool) error {
 			}
 		}
 		if chosen["scale"] {
-			if err := b.awaitNoPods(ctx); err != nil {
-				return err
-			}
 			steps, err := b.scale(ctx, fmt.Sprintf("scale-%d", i))
 			if err != nil {
 				return err
@@ -165,9 +159,6 @@ func run(root string, runs int, chosen map[string]bool) error {
 		for _, loss := range []bool{false, true} {
 			if !chosen["recover"] {
 				break
-			}
-			if err := b.awaitNoPods(ctx); err != nil {
-				return err
 			}
 			d, phases, err := b.recover(ctx, fmt.Sprintf("recover-%d-%v", i, loss), loss)
 			if err != nil {
@@ -185,9 +176,6 @@ func run(root string, runs int, chosen map[string]bool) error {
 		for j, change := range rollChanges {
 			if !chosen["roll"] {
 				break
-			}
-			if err := b.awaitNoPods(ctx); err != nil {
-				return err
 			}
 			took, window, phases, err := b.roll(ctx, fmt.Sprintf("roll-%d-%d", i, j), change)
 			if err != nil {
@@ -277,7 +265,7 @@ func (b *bench) bootstrap(ctx context.Context, name string, n int32) (time.Durat
 	if err := b.c.Create(ctx, cluster); err != nil {
 		return 0, nil, err
 	}
-	defer func() { _ = b.c.Delete(ctx, cluster) }()
+	defer b.remove(ctx, cluster)
 	podReadyAt := map[string]time.Time{}
 	if err := b.poll(ctx, func() error {
 		if err := b.notePodsReady(ctx, name, start, podReadyAt); err != nil {
@@ -343,7 +331,7 @@ func (b *bench) scale(ctx context.Context, name string) ([]step, error) {
 	if err := b.c.Create(ctx, cluster); err != nil {
 		return nil, err
 	}
-	defer func() { _ = b.c.Delete(ctx, cluster) }()
+	defer b.remove(ctx, cluster)
 	if err := b.awaitReady(ctx, cluster, 3); err != nil {
 		return nil, err
 	}
@@ -387,7 +375,7 @@ func (b *bench) recover(ctx context.Context, name string, dataLoss bool) (time.D
 	if err := b.c.Create(ctx, cluster); err != nil {
 		return 0, nil, err
 	}
-	defer func() { _ = b.c.Delete(ctx, cluster) }()
+	defer b.remove(ctx, cluster)
 	if err := b.awaitReady(ctx, cluster, 3); err != nil {
 		return 0, nil, err
 	}
@@ -477,7 +465,7 @@ func (b *bench) roll(ctx context.Context, name string, change rollChange) (time.
 	if err := b.c.Create(ctx, cluster); err != nil {
 		return 0, 0, nil, err
 	}
-	defer func() { _ = b.c.Delete(ctx, cluster) }()
+	defer b.remove(ctx, cluster)
 	if err := b.awaitReady(ctx, cluster, 3); err != nil {
 		return 0, 0, nil, err
 	}
@@ -615,21 +603,25 @@ func (b *bench) cluster(name string, n int32, claims bool) *etcdv1alpha1.EtcdClu
 	return c
 }
 
-// awaitNoPods waits until the Pods of the clusters deleted before are
-// gone, so that a scenario does not share the machine with their
-// teardown: the one-member start right after the last roll of the run
-// before took 2.5 s instead of 1.6.
-func (b *bench) awaitNoPods(ctx context.Context) error {
-	return b.poll(ctx, func() error {
+// remove deletes cluster and waits until the Pods of the bench's
+// clusters are gone, so that the next scenario does not share the machine
+// with their teardown: a one-member start right after the run before's
+// last roll took 2.5 s instead of 1.6.
+func (b *bench) remove(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster) {
+	_ = b.c.Delete(ctx, cluster)
+	err := b.poll(ctx, func() error {
 		pods := &corev1.PodList{}
 		if err := b.c.List(ctx, pods, client.InNamespace(b.ns)); err != nil {
 			return err
 		}
 		if n := len(pods.Items); n > 0 {
-			return fmt.Errorf("%d Pods of earlier clusters still there", n)
+			return fmt.Errorf("%d Pods of deleted clusters still there", n)
 		}
 		return nil
 	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "  after deleting %s: %v\n", cluster.Name, err)
+	}
 }
 
 func (b *bench) awaitReady(ctx context.Context, cluster *etcdv1alpha1.EtcdCluster, n int32) error {
