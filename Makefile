@@ -117,6 +117,11 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 # tests that call t.Parallel() run E2E_PARALLEL at once.
 CLUSTER_SUITES = ./test/localcluster/... ./test/e2e/... ./test/chaos
 CLUSTER_TEST_FLAGS = -p 1 -parallel $(E2E_PARALLEL) -timeout 60m $(GOTEST_FLAGS)
+# `-p 1` also compiles one package at a time, so the suites' test binaries
+# are compiled (and vetted) first on both cores: -exec true links each
+# without running it, and the run below finds them in the build cache.
+# A compile error shows here, with the compiler's output.
+compile-tests = $(GO) test -count=1 -exec true $(1) > $(TEST_LOGS)/compile.log || { cat $(TEST_LOGS)/compile.log; exit 1; }
 
 .PHONY: test
 test: manifests generate $(GOTESTSUM) ## Run the unit tests, the API server tests, the local cluster's suite and the e2e suite (needs root).
@@ -134,6 +139,7 @@ test: manifests generate $(GOTESTSUM) ## Run the unit tests, the API server test
 .PHONY: test-cluster
 test-cluster: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM)
 	mkdir -p $(TEST_LOGS)
+	$(call compile-tests,$(CLUSTER_SUITES))
 	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
 		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/cluster.json -- $(CLUSTER_TEST_FLAGS) $(CLUSTER_SUITES)
 
@@ -153,6 +159,7 @@ test-host: $(ENVTEST_ASSETS) $(CERT_MANAGER_CONTROLLER) $(KUSTOMIZE) $(GOTESTSUM
 .PHONY: test-e2e
 test-e2e: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM) ## Run the e2e suite on the local cluster (started, or reused when running).
 	mkdir -p $(TEST_LOGS)
+	$(call compile-tests,./test/e2e/...)
 	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
 		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/e2e.json -- $(CLUSTER_TEST_FLAGS) ./test/e2e/...
 
