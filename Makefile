@@ -22,6 +22,8 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 GOTESTSUM_VERSION ?= v1.13.0
 OPERATOR_SDK_VERSION ?= v1.42.2
 OPM_VERSION ?= v1.65.0
+# The Operator Lifecycle Manager the local cluster can run (bin/olm-VERSION/).
+OLM_VERSION ?= v0.38.0
 # The catalog image serves catalog/ with this opm.
 OPM_IMAGE ?= quay.io/operator-framework/opm:$(OPM_VERSION)
 KUBERNETES_VERSION ?= v1.37.2
@@ -302,6 +304,23 @@ $(OPM): hack/tools/opm/go.mod | $(LOCALBIN)
 		-ldflags "-s -w -X '$(OPM_PKG)/cmd/opm/version.opmVersion=$(OPM_VERSION)'" \
 		$(OPM_PKG)/cmd/opm
 
+# OLM's commands, from hack/tools/olm: the olm and catalog operators, and
+# copy-content and cpb, which the Pods and Jobs they make run. One go build
+# for all four: they share most of their packages. Flags and tags as in
+# OLM's own Makefile.
+OLM_PKG = github.com/operator-framework/operator-lifecycle-manager
+OLM_DIR ?= $(LOCALBIN)/olm-$(OLM_VERSION)
+OLM_BINARIES = $(addprefix $(OLM_DIR)/,olm catalog copy-content cpb)
+$(OLM_BINARIES) &: hack/tools/olm/go.mod | $(LOCALBIN)
+	rm -rf $(OLM_DIR).tmp
+	cd hack/tools/olm && CGO_ENABLED=0 $(GO) build -tags=json1 -o $(OLM_DIR).tmp/ \
+		-ldflags "-s -w -X '$(OLM_PKG)/pkg/version.OLMVersion=$(OLM_VERSION:v%=%)' -X '$(OLM_PKG)/pkg/version.GitCommit=$(OLM_VERSION)'" \
+		$(OLM_PKG)/cmd/olm $(OLM_PKG)/cmd/catalog $(OLM_PKG)/cmd/copy-content $(OLM_PKG)/util/cpb
+	rm -rf $(OLM_DIR) && mv $(OLM_DIR).tmp $(OLM_DIR)
+
+.PHONY: olm-binaries
+olm-binaries: $(OLM_BINARIES) ## Build OLM's commands into bin/olm-$(OLM_VERSION)/.
+
 # Kubernetes binaries, from hack/kube (k8s.io/kubernetes with its staging
 # modules replaced by their releases).
 KUBE_LDFLAGS = -s -w \
@@ -390,6 +409,10 @@ demo: localcluster-up $(KUSTOMIZE) $(ETCDCTL) ## Start the local cluster, instal
 .PHONY: localcluster-s3
 localcluster-s3: localcluster-up ## Run the S3 server (versitygw over HTTPS, hack/localcluster/s3.yaml) in the local cluster and say how to reach it.
 	KUBECONFIG=$(LOCALCLUSTER_STATE)/admin.kubeconfig hack/localcluster/install-s3.sh $(KUBECTL) --print
+
+.PHONY: olm-up
+olm-up: localcluster-up $(OLM_BINARIES) ## Run the Operator Lifecycle Manager (hack/localcluster/olm.yaml) in the local cluster.
+	KUBECONFIG=$(LOCALCLUSTER_STATE)/admin.kubeconfig hack/localcluster/install-olm.sh $(KUBECTL)
 
 .PHONY: demo-down
 demo-down: localcluster-down ## Stop the demo's local cluster and remove what it created.

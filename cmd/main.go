@@ -11,11 +11,14 @@ import (
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	operatorsv2 "github.com/operator-framework/api/pkg/operators/v2"
+	"github.com/operator-framework/operator-lib/conditions"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -34,6 +37,10 @@ const watchNamespaceEnv = "WATCH_NAMESPACE"
 // Pods run (`manager backup run`); the manifests copy it from the
 // operator's container.
 const operatorImageEnv = "OPERATOR_IMAGE"
+
+// operatorConditionEnv names the operator's OperatorCondition; OLM sets it
+// in the operator's containers.
+const operatorConditionEnv = "OPERATOR_CONDITION_NAME"
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "backup" {
@@ -76,6 +83,7 @@ func main() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(etcdv1alpha1.AddToScheme(scheme))
 	utilruntime.Must(cmapi.AddToScheme(scheme))
+	utilruntime.Must(operatorsv2.AddToScheme(scheme))
 
 	var tlsOpts []func(*tls.Config)
 	if !enableHTTP2 {
@@ -184,6 +192,15 @@ func main() {
 		os.Exit(1)
 	}
 
+	if os.Getenv(operatorConditionEnv) != "" {
+		// Installed by OLM: it holds the operator's upgrades while a
+		// cluster changes. Without the condition an upgrade is not held,
+		// but the operator still runs every cluster.
+		if err := setupUpgradeable(mgr); err != nil {
+			setupLog.Error(err, "Unable to report Upgradeable to OLM: OLM may upgrade the operator in the middle of a change")
+		}
+	}
+
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		setupLog.Error(err, "Unable to set up health check")
 		os.Exit(1)
@@ -198,6 +215,23 @@ func main() {
 		setupLog.Error(err, "Manager stopped with an error")
 		os.Exit(1)
 	}
+}
+
+// setupUpgradeable starts the reconciler of the Upgradeable condition of
+// the OperatorCondition OLM made for the operator (operator-lib finds it
+// from OPERATOR_CONDITION_NAME and the Pod's namespace). Its client reads
+// live: OLM lets the operator get and update that one object, not list or
+// watch OperatorConditions, as a cache would.
+func setupUpgradeable(mgr ctrl.Manager) error {
+	live, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return err
+	}
+	cond, err := conditions.InClusterFactory{Client: live}.NewCondition(operatorsv2.ConditionType(operatorsv2.Upgradeable))
+	if err != nil {
+		return err
+	}
+	return (&controllers.UpgradeableReconciler{Client: mgr.GetClient(), Condition: cond}).SetupWithManager(mgr)
 }
 
 // leaseTimes are the leader election's timings, from the flags.

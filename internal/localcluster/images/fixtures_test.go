@@ -54,7 +54,13 @@ func newTestBin(t *testing.T, manager bool) testBin {
 	if err := os.Symlink(b.bin("missing"), b.bin("etcd-v3.4.0")); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []string{"sh", "sleep", "cat"} {
+	if err := os.Mkdir(b.bin("olm-v0.38.0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"olm", "catalog", "copy-content", "cpb"} {
+		write(t, b.bin("olm-v0.38.0/"+f), 0o755)
+	}
+	for _, c := range []string{"sh", "sleep", "cat", "cp"} {
 		write(t, b.cmd(c), 0o755)
 	}
 	write(t, b.cmd("noexec"), 0o644)

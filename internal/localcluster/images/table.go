@@ -25,7 +25,14 @@ const (
 	// VersityGWRepository is versitygw's image, the S3 server of the local
 	// cluster (hack/localcluster/s3.yaml); tag T runs binDir/versitygw-T.
 	VersityGWRepository = "docker.io/versity/versitygw"
+	// OLMRepository is the Operator Lifecycle Manager's image; tag T runs
+	// the commands in binDir/olm-T/ (`make olm-binaries`).
+	OLMRepository = "quay.io/operator-framework/olm"
 )
+
+// olmCommands are the commands of OLM's image that binDir/olm-T/ holds
+// (its package-server is left out: nothing here serves packagemanifests).
+var olmCommands = []string{"olm", "catalog", "copy-content", "cpb"}
 
 // etcdRepositories are the etcd images, each with whether its tags are in
 // the registry.k8s.io style (3.6.4-0: no v, a build number after the dash).
@@ -78,6 +85,8 @@ type Table struct {
 //     binDir/cert-manager-controller-T, its entrypoint;
 //   - versity/versitygw:T runs binDir/versitygw-T, its entrypoint, also
 //     known as versitygw;
+//   - quay.io/operator-framework/olm:T runs the commands in binDir/olm-T/
+//     (olm, its entrypoint, catalog, copy-content, cpb) and the host's cp;
 //   - busybox, alpine, debian and ubuntu, on any registry and with any tag or
 //     digest, run the host's commands (HostCommands), sh or bash by default.
 func NewTable(binDir string) *Table {
@@ -116,6 +125,9 @@ func (t *Table) resolve(ref string, r reference) (Image, error) {
 	}
 	if r.repo == VersityGWRepository {
 		return t.versityGW(r)
+	}
+	if r.repo == OLMRepository {
+		return t.olm(r)
 	}
 	if cmd, ok := hostImages[r.name()]; ok {
 		return t.host(cmd), nil
@@ -209,6 +221,29 @@ func (t *Table) versityGW(r reference) (Image, error) {
 	return Image{Binaries: map[string]string{"versitygw": bin}, Entrypoint: []string{bin}}, nil
 }
 
+// olm returns the Image of an OLM reference r. Like the real image, its
+// entrypoint is olm, and it has cp, which OLM's bundle unpack Jobs run
+// (the host's).
+func (t *Table) olm(r reference) (Image, error) {
+	if r.tag == "" {
+		return Image{}, errors.New("the local cluster runs OLM by tag only")
+	}
+	dir := filepath.Join(t.binDir, "olm-"+r.tag)
+	img := Image{Binaries: map[string]string{}}
+	for _, name := range olmCommands {
+		p := filepath.Join(dir, name)
+		if !isFile(p) {
+			return Image{}, fmt.Errorf("no OLM %s in the local cluster (no file %s: run make olm-binaries)", r.tag, p)
+		}
+		img.Binaries[name] = p
+	}
+	if cp, ok := lookPath("cp", t.path); ok {
+		img.Binaries["cp"] = cp
+	}
+	img.Entrypoint = []string{img.Binaries["olm"]}
+	return img, nil
+}
+
 // host returns the Image of a general-purpose image whose default command is
 // cmd; without cmd on the host the image has no default command.
 func (t *Table) host(cmd string) Image {
@@ -231,12 +266,14 @@ func (t *Table) known() string {
 		"cert-manager as %s:<tag> (tags in %s: %s); "+
 		"kube-apiserver as %s:<tag> (tags in %s: %s); "+
 		"versitygw as %s:<tag> (tags in %s: %s); "+
+		"OLM as %s:<tag> (tags in %s: %s); "+
 		"busybox, alpine, debian and ubuntu on any registry with any tag, with the host's commands",
 		t.binDir, orNone(t.etcdVersions()),
 		OperatorRepository, manager,
 		CertManagerControllerRepository, t.binDir, orNone(t.suffixes("cert-manager-controller-")),
 		KubeAPIServerRepository, t.binDir, orNone(t.suffixes("kube-apiserver-")),
-		VersityGWRepository, t.binDir, orNone(t.suffixes("versitygw-")))
+		VersityGWRepository, t.binDir, orNone(t.suffixes("versitygw-")),
+		OLMRepository, t.binDir, orNone(t.olmTags()))
 }
 
 // etcdVersions returns the versions of the etcd binaries in binDir, oldest
@@ -250,6 +287,22 @@ func (t *Table) etcdVersions() []string {
 	}
 	slices.SortFunc(versions, compareVersions)
 	return versions
+}
+
+// olmTags returns the tags of the OLM builds in binDir (olm-T/olm), sorted.
+func (t *Table) olmTags() []string {
+	entries, err := os.ReadDir(t.binDir)
+	if err != nil {
+		return nil
+	}
+	var tags []string
+	for _, e := range entries {
+		if tag, ok := strings.CutPrefix(e.Name(), "olm-"); ok && tag != "" && isFile(filepath.Join(t.binDir, e.Name(), "olm")) {
+			tags = append(tags, tag)
+		}
+	}
+	slices.Sort(tags)
+	return tags
 }
 
 // suffixes returns what follows prefix in the names of the files of binDir

@@ -33,9 +33,21 @@ func TestResolve(t *testing.T) {
 		"cert-manager as quay.io/jetstack/cert-manager-controller:<tag> (tags in " + b.dir + ": v1.17.2); " +
 		"kube-apiserver as registry.k8s.io/kube-apiserver:<tag> (tags in " + b.dir + ": v1.37.2); " +
 		"versitygw as docker.io/versity/versitygw:<tag> (tags in " + b.dir + ": v1.8.0); " +
+		"OLM as quay.io/operator-framework/olm:<tag> (tags in " + b.dir + ": v0.38.0); " +
 		"busybox, alpine, debian and ubuntu on any registry with any tag, with the host's commands"
 	versityGW := func(ref string) Image {
 		return Image{Ref: ref, Binaries: map[string]string{"versitygw": b.bin("versitygw-v1.8.0")}, Entrypoint: []string{b.bin("versitygw-v1.8.0")}}
+	}
+	olm := func(ref string) Image {
+		dir := b.bin("olm-v0.38.0")
+		return Image{
+			Ref: ref,
+			Binaries: map[string]string{
+				"olm": dir + "/olm", "catalog": dir + "/catalog", "copy-content": dir + "/copy-content", "cpb": dir + "/cpb",
+				"cp": b.cmd("cp"),
+			},
+			Entrypoint: []string{dir + "/olm"},
+		}
 	}
 	tests := []struct {
 		name    string
@@ -77,6 +89,7 @@ func TestResolve(t *testing.T) {
 				"cert-manager as quay.io/jetstack/cert-manager-controller:<tag> (tags in " + noManager.dir + ": v1.17.2); " +
 				"kube-apiserver as registry.k8s.io/kube-apiserver:<tag> (tags in " + noManager.dir + ": v1.37.2); " +
 				"versitygw as docker.io/versity/versitygw:<tag> (tags in " + noManager.dir + ": v1.8.0); " +
+				"OLM as quay.io/operator-framework/olm:<tag> (tags in " + noManager.dir + ": v0.38.0); " +
 				"busybox, alpine, debian and ubuntu on any registry with any tag, with the host's commands",
 		},
 		{
@@ -101,6 +114,13 @@ func TestResolve(t *testing.T) {
 		},
 		{"versitygw by digest only", b.table(), "versity/versitygw@" + digest, Image{}, "the local cluster runs versitygw by tag only"},
 		{"versitygw on another registry", b.table(), "ghcr.io/versity/versitygw:v1.8.0", Image{}, "ghcr.io/versity/versitygw:v1.8.0 is not an image of the local cluster"},
+		{"OLM", b.table(), "quay.io/operator-framework/olm:v0.38.0", olm("quay.io/operator-framework/olm:v0.38.0"), ""},
+		{"OLM with tag and digest", b.table(), "quay.io/operator-framework/olm:v0.38.0@" + digest, olm("quay.io/operator-framework/olm:v0.38.0@" + digest), ""},
+		{
+			"OLM tag not built", b.table(), "quay.io/operator-framework/olm:v0.37.0", Image{},
+			`image "quay.io/operator-framework/olm:v0.37.0": no OLM v0.37.0 in the local cluster (no file ` + b.bin("olm-v0.37.0/olm") + ": run make olm-binaries)" + known,
+		},
+		{"OLM by digest only", b.table(), "quay.io/operator-framework/olm@" + digest, Image{}, "the local cluster runs OLM by tag only"},
 		{"busybox", b.table(), "busybox", host("busybox", b.cmd("sh")), ""},
 		{"busybox with tag and registry", b.table(), "docker.io/library/busybox:1.36", host("docker.io/library/busybox:1.36", b.cmd("sh")), ""},
 		{"busybox by digest", b.table(), "busybox:1.36@" + digest, host("busybox:1.36@"+digest, b.cmd("sh")), ""},

@@ -1,0 +1,13 @@
+//go:build tools
+
+// Package tools pins the Operator Lifecycle Manager's commands built by the
+// Makefile: the olm and catalog operators, and the copy-content and cpb
+// helpers their Pods and Jobs run.
+package tools
+
+import (
+	_ "github.com/operator-framework/operator-lifecycle-manager/cmd/catalog"
+	_ "github.com/operator-framework/operator-lifecycle-manager/cmd/copy-content"
+	_ "github.com/operator-framework/operator-lifecycle-manager/cmd/olm"
+	_ "github.com/operator-framework/operator-lifecycle-manager/util/cpb"
+)
