@@ -24,6 +24,8 @@ OPERATOR_SDK_VERSION ?= v1.42.2
 OPM_VERSION ?= v1.65.0
 # The Operator Lifecycle Manager the local cluster can run (bin/olm-VERSION/).
 OLM_VERSION ?= v0.38.0
+# What the opm image has beside opm: catalog Pods' probes run it.
+GRPC_HEALTH_PROBE_VERSION ?= v0.4.63
 # The catalog image serves catalog/ with this opm.
 OPM_IMAGE ?= quay.io/operator-framework/opm:$(OPM_VERSION)
 KUBERNETES_VERSION ?= v1.37.2
@@ -318,8 +320,12 @@ $(OLM_BINARIES) &: hack/tools/olm/go.mod | $(LOCALBIN)
 		$(OLM_PKG)/cmd/olm $(OLM_PKG)/cmd/catalog $(OLM_PKG)/cmd/copy-content $(OLM_PKG)/util/cpb
 	rm -rf $(OLM_DIR) && mv $(OLM_DIR).tmp $(OLM_DIR)
 
+GRPC_HEALTH_PROBE ?= $(LOCALBIN)/grpc_health_probe-$(GRPC_HEALTH_PROBE_VERSION)
+$(GRPC_HEALTH_PROBE): hack/tools/grpc-health-probe/go.mod | $(LOCALBIN)
+	cd hack/tools/grpc-health-probe && CGO_ENABLED=0 $(GO) build -ldflags "-s -w" -o $@ github.com/grpc-ecosystem/grpc-health-probe
+
 .PHONY: olm-binaries
-olm-binaries: $(OLM_BINARIES) ## Build OLM's commands into bin/olm-$(OLM_VERSION)/.
+olm-binaries: $(OLM_BINARIES) $(OPM) $(GRPC_HEALTH_PROBE) ## Build what the local cluster runs OLM and catalogs with: OLM's commands (bin/olm-$(OLM_VERSION)/), opm, grpc_health_probe.
 
 # Kubernetes binaries, from hack/kube (k8s.io/kubernetes with its staging
 # modules replaced by their releases).
@@ -410,8 +416,19 @@ demo: localcluster-up $(KUSTOMIZE) $(ETCDCTL) ## Start the local cluster, instal
 localcluster-s3: localcluster-up ## Run the S3 server (versitygw over HTTPS, hack/localcluster/s3.yaml) in the local cluster and say how to reach it.
 	KUBECONFIG=$(LOCALCLUSTER_STATE)/admin.kubeconfig hack/localcluster/install-s3.sh $(KUBECTL) --print
 
+# The bundle and catalog images of VERSION as the local cluster runs them
+# (bin/images/: it pulls from no registry), with the files their
+# Dockerfiles copy.
+LOCAL_IMAGES ?= $(LOCALBIN)/images
+.PHONY: local-images
+local-images: ## Make VERSION's bundle and catalog images for the local cluster (bin/images/), from bundle/ and catalog/.
+	hack/localcluster/directory-image.sh $(LOCAL_IMAGES) $(BUNDLE_IMG) '{"from":"scratch"}' \
+		bundle/manifests:/manifests bundle/metadata:/metadata bundle/tests/scorecard:/tests/scorecard
+	hack/localcluster/directory-image.sh $(LOCAL_IMAGES) $(CATALOG_IMG) \
+		'{"from":"$(OPM_IMAGE)","entrypoint":["/bin/opm"],"cmd":["serve","/configs","--cache-dir=/tmp/cache"]}' catalog:/configs
+
 .PHONY: olm-up
-olm-up: localcluster-up $(OLM_BINARIES) ## Run the Operator Lifecycle Manager (hack/localcluster/olm.yaml) in the local cluster.
+olm-up: localcluster-up olm-binaries ## Run the Operator Lifecycle Manager (hack/localcluster/olm.yaml) in the local cluster.
 	KUBECONFIG=$(LOCALCLUSTER_STATE)/admin.kubeconfig hack/localcluster/install-olm.sh $(KUBECTL)
 
 .PHONY: demo-down

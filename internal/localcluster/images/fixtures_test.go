@@ -37,6 +37,7 @@ func newTestBin(t *testing.T, manager bool) testBin {
 		"etcd-v3.6.0-rc.1",
 		"cert-manager-controller-v1.17.2",
 		"versitygw-v1.8.0",
+		"opm-v1.65.0", "grpc_health_probe-v0.4.9", "grpc_health_probe-v0.4.47",
 		"kube-apiserver-v1.37.2", "controller-gen-v0.23.0", "etcdctl-v3.9.9",
 	}
 	if manager {

@@ -32,6 +32,10 @@ type Image struct {
 	// debian, ubuntu) whose commands (sh, sleep, cat...) are looked up in the
 	// host's PATH.
 	HostCommands bool
+	// Files are the image's own files (a directory image's), container
+	// path to host path, which the container sees read-only; its volumes
+	// are mounted over them.
+	Files map[string]string
 
 	// path is the PATH searched for HostCommands; empty means the process's
 	// $PATH.

@@ -28,6 +28,10 @@ const (
 	// OLMRepository is the Operator Lifecycle Manager's image; tag T runs
 	// the commands in binDir/olm-T/ (`make olm-binaries`).
 	OLMRepository = "quay.io/operator-framework/olm"
+	// OPMRepository is operator-registry's opm image; tag T runs
+	// binDir/opm-T, its entrypoint, and has grpc_health_probe (the newest
+	// binDir/grpc_health_probe-V).
+	OPMRepository = "quay.io/operator-framework/opm"
 )
 
 // olmCommands are the commands of OLM's image that binDir/olm-T/ holds
@@ -111,6 +115,9 @@ func (t *Table) Resolve(ref string) (Image, error) {
 
 // resolve returns the Image of the parsed reference r.
 func (t *Table) resolve(ref string, r reference) (Image, error) {
+	if img, ok, err := t.directoryImage(r); ok {
+		return img, err
+	}
 	if k8sStyle, ok := etcdRepositories[r.repo]; ok {
 		return t.etcd(r, k8sStyle)
 	}
@@ -128,6 +135,9 @@ func (t *Table) resolve(ref string, r reference) (Image, error) {
 	}
 	if r.repo == OLMRepository {
 		return t.olm(r)
+	}
+	if r.repo == OPMRepository {
+		return t.opm(r)
 	}
 	if cmd, ok := hostImages[r.name()]; ok {
 		return t.host(cmd), nil
@@ -244,6 +254,27 @@ func (t *Table) olm(r reference) (Image, error) {
 	return img, nil
 }
 
+// opm returns the Image of an opm reference r: opm, its entrypoint, and
+// grpc_health_probe, which catalog Pods' probes run.
+func (t *Table) opm(r reference) (Image, error) {
+	if r.tag == "" {
+		return Image{}, errors.New("the local cluster runs opm by tag only")
+	}
+	opm := filepath.Join(t.binDir, "opm-"+r.tag)
+	if !isFile(opm) {
+		return Image{}, fmt.Errorf("no opm %s in the local cluster (no file %s: run make olm-binaries)", r.tag, opm)
+	}
+	probes := t.suffixes("grpc_health_probe-")
+	if len(probes) == 0 {
+		return Image{}, fmt.Errorf("no grpc_health_probe in the local cluster (no file %s: run make olm-binaries)", filepath.Join(t.binDir, "grpc_health_probe-VERSION"))
+	}
+	slices.SortFunc(probes, compareVersions)
+	return Image{
+		Binaries:   map[string]string{"opm": opm, "grpc_health_probe": filepath.Join(t.binDir, "grpc_health_probe-"+probes[len(probes)-1])},
+		Entrypoint: []string{opm},
+	}, nil
+}
+
 // host returns the Image of a general-purpose image whose default command is
 // cmd; without cmd on the host the image has no default command.
 func (t *Table) host(cmd string) Image {
@@ -267,13 +298,17 @@ func (t *Table) known() string {
 		"kube-apiserver as %s:<tag> (tags in %s: %s); "+
 		"versitygw as %s:<tag> (tags in %s: %s); "+
 		"OLM as %s:<tag> (tags in %s: %s); "+
+		"opm as %s:<tag> (tags in %s: %s); "+
+		"images of files in %s; "+
 		"busybox, alpine, debian and ubuntu on any registry with any tag, with the host's commands",
 		t.binDir, orNone(t.etcdVersions()),
 		OperatorRepository, manager,
 		CertManagerControllerRepository, t.binDir, orNone(t.suffixes("cert-manager-controller-")),
 		KubeAPIServerRepository, t.binDir, orNone(t.suffixes("kube-apiserver-")),
 		VersityGWRepository, t.binDir, orNone(t.suffixes("versitygw-")),
-		OLMRepository, t.binDir, orNone(t.olmTags()))
+		OLMRepository, t.binDir, orNone(t.olmTags()),
+		OPMRepository, t.binDir, orNone(t.suffixes("opm-")),
+		filepath.Join(t.binDir, DirectoryImagesDir))
 }
 
 // etcdVersions returns the versions of the etcd binaries in binDir, oldest

@@ -34,6 +34,8 @@ func TestResolve(t *testing.T) {
 		"kube-apiserver as registry.k8s.io/kube-apiserver:<tag> (tags in " + b.dir + ": v1.37.2); " +
 		"versitygw as docker.io/versity/versitygw:<tag> (tags in " + b.dir + ": v1.8.0); " +
 		"OLM as quay.io/operator-framework/olm:<tag> (tags in " + b.dir + ": v0.38.0); " +
+		"opm as quay.io/operator-framework/opm:<tag> (tags in " + b.dir + ": v1.65.0); " +
+		"images of files in " + b.dir + "/images; " +
 		"busybox, alpine, debian and ubuntu on any registry with any tag, with the host's commands"
 	versityGW := func(ref string) Image {
 		return Image{Ref: ref, Binaries: map[string]string{"versitygw": b.bin("versitygw-v1.8.0")}, Entrypoint: []string{b.bin("versitygw-v1.8.0")}}
@@ -90,6 +92,8 @@ func TestResolve(t *testing.T) {
 				"kube-apiserver as registry.k8s.io/kube-apiserver:<tag> (tags in " + noManager.dir + ": v1.37.2); " +
 				"versitygw as docker.io/versity/versitygw:<tag> (tags in " + noManager.dir + ": v1.8.0); " +
 				"OLM as quay.io/operator-framework/olm:<tag> (tags in " + noManager.dir + ": v0.38.0); " +
+		"opm as quay.io/operator-framework/opm:<tag> (tags in " + noManager.dir + ": v1.65.0); " +
+		"images of files in " + noManager.dir + "/images; " +
 				"busybox, alpine, debian and ubuntu on any registry with any tag, with the host's commands",
 		},
 		{
@@ -121,6 +125,15 @@ func TestResolve(t *testing.T) {
 			`image "quay.io/operator-framework/olm:v0.37.0": no OLM v0.37.0 in the local cluster (no file ` + b.bin("olm-v0.37.0/olm") + ": run make olm-binaries)" + known,
 		},
 		{"OLM by digest only", b.table(), "quay.io/operator-framework/olm@" + digest, Image{}, "the local cluster runs OLM by tag only"},
+		{
+			"opm", b.table(), "quay.io/operator-framework/opm:v1.65.0",
+			Image{
+				Ref:        "quay.io/operator-framework/opm:v1.65.0",
+				Binaries:   map[string]string{"opm": b.bin("opm-v1.65.0"), "grpc_health_probe": b.bin("grpc_health_probe-v0.4.47")},
+				Entrypoint: []string{b.bin("opm-v1.65.0")},
+			}, "",
+		},
+		{"opm tag not built", b.table(), "quay.io/operator-framework/opm:v1.0.0", Image{}, "no opm v1.0.0 in the local cluster"},
 		{"busybox", b.table(), "busybox", host("busybox", b.cmd("sh")), ""},
 		{"busybox with tag and registry", b.table(), "docker.io/library/busybox:1.36", host("docker.io/library/busybox:1.36", b.cmd("sh")), ""},
 		{"busybox by digest", b.table(), "busybox:1.36@" + digest, host("busybox:1.36@"+digest, b.cmd("sh")), ""},
