@@ -421,14 +421,18 @@ localcluster-s3: localcluster-up ## Run the S3 server (versitygw over HTTPS, hac
 # Dockerfiles copy.
 LOCAL_IMAGES ?= $(LOCALBIN)/images
 .PHONY: local-images
-local-images: ## Make VERSION's bundle and catalog images for the local cluster (bin/images/), from bundle/ and catalog/.
+local-images: $(OPM) ## Make VERSION's bundle and catalog images for the local cluster (bin/images/), from bundle/ and catalog/.
 	hack/localcluster/directory-image.sh $(LOCAL_IMAGES) $(BUNDLE_IMG) '{"from":"scratch"}' \
 		bundle/manifests:/manifests bundle/metadata:/metadata bundle/tests/scorecard:/tests/scorecard
+	@# As catalog.Dockerfile: the catalog, and the cache opm serve checks
+	@# it against, made by opm serve --cache-only.
 	hack/localcluster/directory-image.sh $(LOCAL_IMAGES) $(CATALOG_IMG) \
 		'{"from":"$(OPM_IMAGE)","entrypoint":["/bin/opm"],"cmd":["serve","/configs","--cache-dir=/tmp/cache"]}' catalog:/configs
+	$(OPM) serve $(LOCAL_IMAGES)/$(subst :,/,$(CATALOG_IMG))/rootfs/configs --cache-dir=$(LOCAL_IMAGES)/$(subst :,/,$(CATALOG_IMG))/rootfs/tmp/cache --cache-only
+	hack/localcluster/community-catalog.sh $(LOCAL_IMAGES) $(OPM) $(OPM_IMAGE)
 
 .PHONY: olm-up
-olm-up: localcluster-up olm-binaries ## Run the Operator Lifecycle Manager (hack/localcluster/olm.yaml) in the local cluster.
+olm-up: localcluster-up olm-binaries local-images ## Run the Operator Lifecycle Manager (hack/localcluster/olm.yaml) in the local cluster, with VERSION's catalog image.
 	KUBECONFIG=$(LOCALCLUSTER_STATE)/admin.kubeconfig hack/localcluster/install-olm.sh $(KUBECTL)
 
 .PHONY: demo-down

@@ -3,10 +3,8 @@ package localcluster
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -206,7 +204,6 @@ func (w *podWorker) startContainer(ctx context.Context, pod *corev1.Pod, c *cont
 		c.setWaiting("CreateContainerConfigError", err.Error())
 		return
 	}
-	mounts = append(imageMounts(img.Files), mounts...)
 	spec := shimSpec{
 		Netns:    w.net.netnsPath(),
 		Rootfs:   filepath.Join(w.dir, "rootfs", c.spec.Name),
@@ -219,6 +216,7 @@ func (w *podWorker) startContainer(ctx context.Context, pod *corev1.Pod, c *cont
 		// Linked whenever the image has binaries: a container's own PATH
 		// may name imageBinDir too.
 		ImageBinaries: img.Binaries,
+		ImageFiles:    img.Files,
 	}
 	c.markRestart()
 	if err := c.start(spec, w.dir); err != nil {
@@ -367,17 +365,6 @@ func mergeEnv(base, env []string) []string {
 		merged = append(merged, kv)
 	}
 	return merged
-}
-
-// imageMounts binds the image's own files read-only, shortest path first,
-// before the volumes that may lie over them.
-func imageMounts(files map[string]string) []shimMount {
-	targets := slices.Sorted(maps.Keys(files))
-	mounts := make([]shimMount, 0, len(targets))
-	for _, target := range targets {
-		mounts = append(mounts, shimMount{Source: files[target], Target: target, ReadOnly: true})
-	}
-	return mounts
 }
 
 // mountPaths returns where the container's volumes are mounted in it.

@@ -37,6 +37,9 @@ type shimSpec struct {
 	// ImageBinaries are the image's binaries, command name to host path,
 	// linked in imageBinDir.
 	ImageBinaries map[string]string `json:"imageBinaries,omitempty"`
+	// ImageFiles are the image's own files, container path to host path,
+	// copied into the container's root before its volumes are mounted.
+	ImageFiles map[string]string `json:"imageFiles,omitempty"`
 }
 
 // shimMount binds Source (a host path) at Target inside the container.
@@ -142,12 +145,106 @@ func buildRoot(spec shimSpec) error {
 	if err := linkImageBinaries(filepath.Join(root, imageBinDir), spec.ImageBinaries); err != nil {
 		return err
 	}
+	files, err := layerOverHost(root, spec.ImageFiles)
+	if err != nil {
+		return err
+	}
+	for target, source := range files {
+		if err := copyTree(source, filepath.Join(root, target)); err != nil {
+			return fmt.Errorf("copying the image's %s: %w", target, err)
+		}
+	}
 	for _, m := range spec.Mounts {
 		if err := bindMount(m.Source, filepath.Join(root, m.Target), m.ReadOnly); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// imageLayersDir is where, in the container's root, the image's files that
+// lie in the host's directories are linked before they are laid over them.
+const imageLayersDir = "/localcluster-image-layers"
+
+// layerOverHost puts the image's files that lie in a directory bound from
+// the host (OLM's /bin/cpb, which its bundle unpack Jobs copy by path)
+// over that directory: it becomes a read-only overlay of a directory
+// holding a link to each file's host path (in the binaries' directory,
+// bound at its own path) over the host's. It returns the other files.
+func layerOverHost(root string, files map[string]string) (map[string]string, error) {
+	rest := map[string]string{}
+	layers := map[string]bool{}
+	for target, source := range files {
+		dir, err := filepath.EvalSymlinks(filepath.Dir(target))
+		if err != nil || !underHostDir(dir) {
+			rest[target] = source
+			continue
+		}
+		layer := filepath.Join(root, imageLayersDir, dir)
+		if err := os.MkdirAll(layer, 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.Symlink(source, filepath.Join(layer, filepath.Base(target))); err != nil {
+			return nil, fmt.Errorf("laying the image's %s over the host's %s: %w", target, dir, err)
+		}
+		layers[dir] = true
+	}
+	for dir := range layers {
+		opts := "lowerdir=" + filepath.Join(root, imageLayersDir, dir) + ":" + dir
+		if err := unix.Mount("overlay", filepath.Join(root, dir), "overlay", unix.MS_RDONLY, opts); err != nil {
+			return nil, fmt.Errorf("laying the image's files over the host's %s: %w", dir, err)
+		}
+	}
+	return rest, nil
+}
+
+// underHostDir reports whether dir (no symlinks) lies in one of hostDirs.
+func underHostDir(dir string) bool {
+	for _, h := range hostDirs {
+		if dir == h || strings.HasPrefix(dir, h+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// copyTree copies the file or directory tree at source to target, with
+// its modes; symbolic links are copied as links.
+func copyTree(source, target string) error {
+	return filepath.WalkDir(source, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(source, p)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(target, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(dst, info.Mode().Perm())
+		case info.Mode()&os.ModeSymlink != 0:
+			link, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(link, dst)
+		case info.Mode().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(dst, data, info.Mode().Perm())
+		}
+		return fmt.Errorf("%s is neither a file, a directory nor a link", p)
+	})
 }
 
 // linkImageBinaries makes dir hold a symlink named after each of binaries

@@ -27,9 +27,9 @@ type DirectoryImageConfig struct {
 }
 
 // reservedTops are the top-level directories of a container's root that the
-// local cluster makes itself (the host's programs, /dev, /proc, its own
-// /tmp...): a directory image cannot put files there.
-var reservedTops = []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "dev", "proc", "sys", "tmp", "run", "var", "root"}
+// local cluster binds from the host (its programs and libraries, /etc,
+// /dev, /proc, /sys): a directory image cannot put files there.
+var reservedTops = []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "dev", "proc", "sys"}
 
 // directoryImage returns the Image of the directory image at dir, for
 // reference r, and whether there is one.
@@ -124,7 +124,7 @@ func rootFiles(rootfs string) (map[string]string, error) {
 	files := make(map[string]string, len(entries))
 	for _, e := range entries {
 		if slices.Contains(reservedTops, e.Name()) {
-			return nil, fmt.Errorf("%s: the local cluster cannot put an image's files in /%s, which it makes itself", filepath.Join(rootfs, e.Name()), e.Name())
+			return nil, fmt.Errorf("%s: the local cluster cannot put an image's files in /%s, which it binds from the host", filepath.Join(rootfs, e.Name()), e.Name())
 		}
 		files[path.Join("/", e.Name())] = filepath.Join(rootfs, e.Name())
 	}

@@ -82,7 +82,7 @@ func TestDirectoryImage(t *testing.T) {
 
 	for ref, wantErr := range map[string]string{
 		"ghcr.io/etcd-operator/etcd-operator-catalog:v9.9.9": "is not an image of the local cluster",
-		"example.com/over-bin:v1":                            "cannot put an image's files in /bin",
+		"example.com/over-bin:v1":                            "cannot put an image's files in /bin, which it binds from the host",
 		"example.com/no-from:v1":                             "names no image to build from (from)",
 		"example.com/unknown-from:v1":                        "the image it is built from: docker.io/library/nginx:1.27 is not an image of the local cluster",
 		"example.com/stacked:v1":                             "another directory image",

@@ -33,8 +33,9 @@ type Image struct {
 	// host's PATH.
 	HostCommands bool
 	// Files are the image's own files (a directory image's), container
-	// path to host path, which the container sees read-only; its volumes
-	// are mounted over them.
+	// path to host path: each container gets its own copy, as a runtime
+	// gives it a writable layer over the image; its volumes are mounted
+	// over them.
 	Files map[string]string
 
 	// path is the PATH searched for HostCommands; empty means the process's

@@ -232,8 +232,8 @@ func (t *Table) versityGW(r reference) (Image, error) {
 }
 
 // olm returns the Image of an OLM reference r. Like the real image, its
-// entrypoint is olm, and it has cp, which OLM's bundle unpack Jobs run
-// (the host's).
+// entrypoint is olm, its commands are in /bin, and it has cp, which OLM's
+// bundle unpack Jobs run (the host's).
 func (t *Table) olm(r reference) (Image, error) {
 	if r.tag == "" {
 		return Image{}, errors.New("the local cluster runs OLM by tag only")
@@ -249,6 +249,12 @@ func (t *Table) olm(r reference) (Image, error) {
 	}
 	if cp, ok := lookPath("cp", t.path); ok {
 		img.Binaries["cp"] = cp
+	}
+	// Bundle unpack Jobs copy /bin/cpb by path: the commands are files of
+	// the image too, at their paths in it.
+	img.Files = map[string]string{}
+	for _, name := range olmCommands {
+		img.Files["/bin/"+name] = img.Binaries[name]
 	}
 	img.Entrypoint = []string{img.Binaries["olm"]}
 	return img, nil

@@ -49,6 +49,9 @@ func TestResolve(t *testing.T) {
 				"cp": b.cmd("cp"),
 			},
 			Entrypoint: []string{dir + "/olm"},
+			Files: map[string]string{
+				"/bin/olm": dir + "/olm", "/bin/catalog": dir + "/catalog", "/bin/copy-content": dir + "/copy-content", "/bin/cpb": dir + "/cpb",
+			},
 		}
 	}
 	tests := []struct {
@@ -92,8 +95,8 @@ func TestResolve(t *testing.T) {
 				"kube-apiserver as registry.k8s.io/kube-apiserver:<tag> (tags in " + noManager.dir + ": v1.37.2); " +
 				"versitygw as docker.io/versity/versitygw:<tag> (tags in " + noManager.dir + ": v1.8.0); " +
 				"OLM as quay.io/operator-framework/olm:<tag> (tags in " + noManager.dir + ": v0.38.0); " +
-		"opm as quay.io/operator-framework/opm:<tag> (tags in " + noManager.dir + ": v1.65.0); " +
-		"images of files in " + noManager.dir + "/images; " +
+				"opm as quay.io/operator-framework/opm:<tag> (tags in " + noManager.dir + ": v1.65.0); " +
+				"images of files in " + noManager.dir + "/images; " +
 				"busybox, alpine, debian and ubuntu on any registry with any tag, with the host's commands",
 		},
 		{
