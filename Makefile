@@ -119,7 +119,7 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 # Suites that run on the local cluster; one package at a time (a fault in
 # one must not hit another), after the other packages. Inside a package the
 # tests that call t.Parallel() run E2E_PARALLEL at once.
-CLUSTER_SUITES = ./test/localcluster/... ./test/e2e/... ./test/chaos
+CLUSTER_SUITES = ./test/localcluster/... ./test/e2e/... ./test/chaos ./test/olmlive
 CLUSTER_TEST_FLAGS = -p 1 -parallel $(E2E_PARALLEL) -timeout 60m $(GOTEST_FLAGS)
 # `-p 1` also compiles one package at a time, so the suites' test binaries
 # are compiled (and vetted) first on both cores: -exec true links each
@@ -141,10 +141,10 @@ test: manifests generate $(GOTESTSUM) ## Run the unit tests, the API server test
 # and runs those. (Built first, on a cold cache, the tools pushed the unit
 # tests into the e2e suite's parallel group, at a load average of 15.)
 .PHONY: test-cluster
-test-cluster: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM)
+test-cluster: localcluster-binaries olm-binaries local-images $(KUSTOMIZE) $(GOTESTSUM)
 	mkdir -p $(TEST_LOGS)
 	$(call compile-tests,$(CLUSTER_SUITES))
-	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
+	OLM_CATALOG_IMAGE=$(CATALOG_IMG) hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
 		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/cluster.json -- $(CLUSTER_TEST_FLAGS) $(CLUSTER_SUITES)
 
 .PHONY: test-host
@@ -430,6 +430,12 @@ local-images: $(OPM) ## Make VERSION's bundle and catalog images for the local c
 		'{"from":"$(OPM_IMAGE)","entrypoint":["/bin/opm"],"cmd":["serve","/configs","--cache-dir=/tmp/cache"]}' catalog:/configs
 	$(OPM) serve $(LOCAL_IMAGES)/$(subst :,/,$(CATALOG_IMG))/rootfs/configs --cache-dir=$(LOCAL_IMAGES)/$(subst :,/,$(CATALOG_IMG))/rootfs/tmp/cache --cache-only
 	hack/localcluster/community-catalog.sh $(LOCAL_IMAGES) $(OPM) $(OPM_IMAGE)
+
+.PHONY: test-olm-live
+test-olm-live: localcluster-binaries olm-binaries local-images $(KUSTOMIZE) $(GOTESTSUM) ## Run the suite that installs the operator through the real OLM (test/olmlive) on the local cluster.
+	mkdir -p $(TEST_LOGS)
+	OLM_CATALOG_IMAGE=$(CATALOG_IMG) hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
+		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/olmlive.json -- -count=1 -timeout 30m $(GOTEST_FLAGS) ./test/olmlive
 
 .PHONY: olm-up
 olm-up: localcluster-up olm-binaries local-images ## Run the Operator Lifecycle Manager (hack/localcluster/olm.yaml) in the local cluster, with VERSION's catalog image.

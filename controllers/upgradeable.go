@@ -31,7 +31,10 @@ const upgradeBlockersShown = 5
 func changeInFlight(c *etcdv1alpha1.EtcdCluster) string {
 	conds := c.Status.Conditions
 	if p := meta.FindStatusCondition(conds, etcdv1alpha1.ConditionProgressing); p != nil && p.Status == metav1.ConditionTrue {
-		return p.Reason + ": " + p.Message
+		if p.Message == "" {
+			return p.Reason
+		}
+		return p.Message // it starts with the step
 	}
 	if ca := meta.FindStatusCondition(conds, etcdv1alpha1.ConditionCATrusted); ca != nil && ca.Status == metav1.ConditionFalse {
 		return "CA rotation: " + ca.Message

@@ -35,8 +35,9 @@ func TestChangeInFlight(t *testing.T) {
 	}{
 		{"new cluster, no status yet", nil, ""},
 		{"stable", []metav1.Condition{cond(etcdv1alpha1.ConditionProgressing, metav1.ConditionFalse, etcdv1alpha1.ReasonStable, "Membership matches spec.replicas")}, ""},
-		{"roll", []metav1.Condition{cond(etcdv1alpha1.ConditionProgressing, metav1.ConditionTrue, "Roll", "rolling a-1 to the current spec")}, "Roll: rolling a-1 to the current spec"},
-		{"membership change", []metav1.Condition{cond(etcdv1alpha1.ConditionProgressing, metav1.ConditionTrue, "AddLearner", "2 of 3 members")}, "AddLearner: 2 of 3 members"},
+		{"roll", []metav1.Condition{cond(etcdv1alpha1.ConditionProgressing, metav1.ConditionTrue, "Roll", "Roll a-1: rolling a-1 to the current spec")}, "Roll a-1: rolling a-1 to the current spec"},
+		{"membership change", []metav1.Condition{cond(etcdv1alpha1.ConditionProgressing, metav1.ConditionTrue, "AddLearner", "AddLearner a-2: 2 of 3 members")}, "AddLearner a-2: 2 of 3 members"},
+		{"step without a message", []metav1.Condition{cond(etcdv1alpha1.ConditionProgressing, metav1.ConditionTrue, "Remove", "")}, "Remove"},
 		{"paused mid-roll: no step is taken", []metav1.Condition{cond(etcdv1alpha1.ConditionProgressing, metav1.ConditionFalse, etcdv1alpha1.ReasonPaused, "it would now: Roll")}, ""},
 		{"refused spec: no step is taken", []metav1.Condition{cond(etcdv1alpha1.ConditionProgressing, metav1.ConditionFalse, etcdv1alpha1.ReasonUpgradeRefused, "3.4 to 3.6")}, ""},
 		{"CA rotation", []metav1.Condition{
@@ -60,7 +61,7 @@ func TestChangeInFlight(t *testing.T) {
 }
 
 func TestUpgradeableNamesTheChangingClusters(t *testing.T) {
-	rolling := cond(etcdv1alpha1.ConditionProgressing, metav1.ConditionTrue, "Roll", "rolling")
+	rolling := cond(etcdv1alpha1.ConditionProgressing, metav1.ConditionTrue, "Roll", "Roll: rolling")
 	stable := cond(etcdv1alpha1.ConditionProgressing, metav1.ConditionFalse, etcdv1alpha1.ReasonStable, "")
 
 	if got := upgradeable(nil); got.Status != metav1.ConditionTrue || got.Reason != ReasonNoClusterChanging {
@@ -113,7 +114,7 @@ func (r *recordedCondition) Set(_ context.Context, status metav1.ConditionStatus
 
 func TestUpgradeableReconcilerWritesOnlyChanges(t *testing.T) {
 	ctx := context.Background()
-	rolling := clusterWith("ns", "rolling", cond(etcdv1alpha1.ConditionProgressing, metav1.ConditionTrue, "Roll", "rolling rolling-1"))
+	rolling := clusterWith("ns", "rolling", cond(etcdv1alpha1.ConditionProgressing, metav1.ConditionTrue, "Roll", "Roll: rolling rolling-1"))
 	c := fake.NewClientBuilder().WithScheme(support.Scheme()).WithObjects(&rolling).WithStatusSubresource(&etcdv1alpha1.EtcdCluster{}).Build()
 	recorded := &recordedCondition{}
 	r := &UpgradeableReconciler{Client: c, Condition: recorded}
