@@ -12,6 +12,7 @@ package olmlive
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -49,37 +50,21 @@ func scheme() *runtime.Scheme {
 }
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if *catalogImage == "" {
-		fmt.Fprintln(os.Stderr, "no catalog image: run the tests with `make test`, which sets OLM_CATALOG_IMAGE and makes the image")
-		os.Exit(1)
-	}
-	e, stop, err := support.Start(filepath.Join("..", ".."))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code, err := func() (int, error) {
-		env = e
-		if k8sClient, err = client.New(e.Config, client.Options{Scheme: scheme()}); err != nil {
-			return 0, err
+	support.Run(m, filepath.Join("..", ".."), scheme(), func(e *support.Env, c client.Client) error {
+		if *catalogImage == "" {
+			return errors.New("no catalog image: run the tests with `make test`, which sets OLM_CATALOG_IMAGE and makes the image")
 		}
+		env, k8sClient = e, c
 		if err := removeDirectInstalls(e); err != nil {
-			return 0, err
+			return err
 		}
 		install := exec.Command(filepath.Join(e.Root, "hack", "localcluster", "install-olm.sh"), e.Bin("kubectl-v1.37.2"))
 		install.Env = append(os.Environ(), "KUBECONFIG="+e.Kubeconfig())
 		if out, err := install.CombinedOutput(); err != nil {
-			return 0, fmt.Errorf("installing OLM: %w\n%s", err, out)
+			return fmt.Errorf("installing OLM: %w\n%s", err, out)
 		}
-		return m.Run(), nil
-	}()
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(code)
+		return nil
+	})
 }
 
 // removeDirectInstalls removes the operator the other suites installed from

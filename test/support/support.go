@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -230,6 +231,20 @@ func tail(s string, n int) string {
 // for cert-manager's API when it starts), hands the suite its Env and a
 // client through use, runs the tests and exits with their code.
 func Main(m *testing.M, root string, use func(*Env, client.Client)) {
+	Run(m, root, Scheme(), func(e *Env, c client.Client) error {
+		use(e, c)
+		if err := e.InstallCertManager(); err != nil {
+			return err
+		}
+		return e.InstallOperator()
+	})
+}
+
+// Run is the TestMain of a suite that runs on the local cluster: it
+// starts (or reuses) the cluster from the repository at root, hands setup
+// its Env and a client of scheme, runs the tests once setup succeeds,
+// stops the cluster if it started it, and exits with the tests' code.
+func Run(m *testing.M, root string, scheme *runtime.Scheme, setup func(*Env, client.Client) error) {
 	flag.Parse()
 	takeParallelBound()
 	e, stop, err := Start(root)
@@ -238,15 +253,11 @@ func Main(m *testing.M, root string, use func(*Env, client.Client)) {
 		os.Exit(1)
 	}
 	code, err := func() (int, error) {
-		c, err := client.New(e.Config, client.Options{Scheme: Scheme()})
+		c, err := client.New(e.Config, client.Options{Scheme: scheme})
 		if err != nil {
 			return 0, err
 		}
-		use(e, c)
-		if err := e.InstallCertManager(); err != nil {
-			return 0, err
-		}
-		if err := e.InstallOperator(); err != nil {
+		if err := setup(e, c); err != nil {
 			return 0, err
 		}
 		return m.Run(), nil

@@ -192,12 +192,9 @@ func (t *Table) operator() (Image, error) {
 
 // certManager returns the Image of cert-manager's controller reference r.
 func (t *Table) certManager(r reference) (Image, error) {
-	if r.tag == "" {
-		return Image{}, errors.New("the local cluster runs cert-manager by tag only")
-	}
-	controller := filepath.Join(t.binDir, "cert-manager-controller-"+r.tag)
-	if !isFile(controller) {
-		return Image{}, fmt.Errorf("no cert-manager controller %s in the local cluster (no file %s)", r.tag, controller)
+	controller, err := t.taggedBinary(r, "cert-manager", "cert-manager-controller-", "")
+	if err != nil {
+		return Image{}, err
 	}
 	return Image{
 		Binaries:   map[string]string{"cert-manager-controller": controller, "controller": controller},
@@ -221,12 +218,9 @@ func (t *Table) kubeAPIServer(r reference) (Image, error) {
 // args: the command line is made from VGW_BACKEND and VGW_*ARGS) is not
 // reproduced.
 func (t *Table) versityGW(r reference) (Image, error) {
-	if r.tag == "" {
-		return Image{}, errors.New("the local cluster runs versitygw by tag only")
-	}
-	bin := filepath.Join(t.binDir, "versitygw-"+r.tag)
-	if !isFile(bin) {
-		return Image{}, fmt.Errorf("no versitygw %s in the local cluster (no file %s: run make localcluster-binaries)", r.tag, bin)
+	bin, err := t.taggedBinary(r, "versitygw", "versitygw-", "make localcluster-binaries")
+	if err != nil {
+		return Image{}, err
 	}
 	return Image{Binaries: map[string]string{"versitygw": bin}, Entrypoint: []string{bin}}, nil
 }
@@ -263,14 +257,11 @@ func (t *Table) olm(r reference) (Image, error) {
 // opm returns the Image of an opm reference r: opm, its entrypoint, and
 // grpc_health_probe, which catalog Pods' probes run.
 func (t *Table) opm(r reference) (Image, error) {
-	if r.tag == "" {
-		return Image{}, errors.New("the local cluster runs opm by tag only")
+	opm, err := t.taggedBinary(r, "opm", "opm-", "make olm-binaries")
+	if err != nil {
+		return Image{}, err
 	}
-	opm := filepath.Join(t.binDir, "opm-"+r.tag)
-	if !isFile(opm) {
-		return Image{}, fmt.Errorf("no opm %s in the local cluster (no file %s: run make olm-binaries)", r.tag, opm)
-	}
-	probes := t.suffixes("grpc_health_probe-")
+	probes := suffixes(t.files(), "grpc_health_probe-")
 	if len(probes) == 0 {
 		return Image{}, fmt.Errorf("no grpc_health_probe in the local cluster (no file %s: run make olm-binaries)", filepath.Join(t.binDir, "grpc_health_probe-VERSION"))
 	}
@@ -279,6 +270,23 @@ func (t *Table) opm(r reference) (Image, error) {
 		Binaries:   map[string]string{"opm": opm, "grpc_health_probe": filepath.Join(t.binDir, "grpc_health_probe-"+probes[len(probes)-1])},
 		Entrypoint: []string{opm},
 	}, nil
+}
+
+// taggedBinary returns binDir/PREFIX-TAG, the binary of what for reference
+// r, which must have a tag; its errors say so, or name the missing file and
+// the make target (build) that builds it.
+func (t *Table) taggedBinary(r reference, what, prefix, build string) (string, error) {
+	if r.tag == "" {
+		return "", fmt.Errorf("the local cluster runs %s by tag only", what)
+	}
+	bin := filepath.Join(t.binDir, prefix+r.tag)
+	if isFile(bin) {
+		return bin, nil
+	}
+	if build != "" {
+		return "", fmt.Errorf("no %s %s in the local cluster (no file %s: run %s)", what, r.tag, bin, build)
+	}
+	return "", fmt.Errorf("no %s %s in the local cluster (no file %s)", what, r.tag, bin)
 }
 
 // host returns the Image of a general-purpose image whose default command is
@@ -309,11 +317,11 @@ func (t *Table) known() string {
 		"busybox, alpine, debian and ubuntu on any registry with any tag, with the host's commands",
 		t.binDir, orNone(t.etcdVersions()),
 		OperatorRepository, manager,
-		CertManagerControllerRepository, t.binDir, orNone(t.suffixes("cert-manager-controller-")),
-		KubeAPIServerRepository, t.binDir, orNone(t.suffixes("kube-apiserver-")),
-		VersityGWRepository, t.binDir, orNone(t.suffixes("versitygw-")),
+		CertManagerControllerRepository, t.binDir, orNone(suffixes(t.files(), "cert-manager-controller-")),
+		KubeAPIServerRepository, t.binDir, orNone(suffixes(t.files(), "kube-apiserver-")),
+		VersityGWRepository, t.binDir, orNone(suffixes(t.files(), "versitygw-")),
 		OLMRepository, t.binDir, orNone(t.olmTags()),
-		OPMRepository, t.binDir, orNone(t.suffixes("opm-")),
+		OPMRepository, t.binDir, orNone(suffixes(t.files(), "opm-")),
 		filepath.Join(t.binDir, DirectoryImagesDir))
 }
 
@@ -332,25 +340,14 @@ func (t *Table) etcdVersions() []string {
 
 // olmTags returns the tags of the OLM builds in binDir (olm-T/olm), sorted.
 func (t *Table) olmTags() []string {
-	entries, err := os.ReadDir(t.binDir)
-	if err != nil {
-		return nil
-	}
-	var tags []string
-	for _, e := range entries {
-		if tag, ok := strings.CutPrefix(e.Name(), "olm-"); ok && tag != "" && isFile(filepath.Join(t.binDir, e.Name(), "olm")) {
-			tags = append(tags, tag)
-		}
-	}
-	slices.Sort(tags)
-	return tags
+	return suffixes(t.names(func(name string) bool { return isFile(filepath.Join(t.binDir, name, "olm")) }), "olm-")
 }
 
-// suffixes returns what follows prefix in the names of the files of binDir
-// that start with it, sorted.
-func (t *Table) suffixes(prefix string) []string {
+// suffixes returns what follows prefix in those of names that start with
+// it, sorted.
+func suffixes(names []string, prefix string) []string {
 	var out []string
-	for _, name := range t.files() {
+	for _, name := range names {
 		if s, ok := strings.CutPrefix(name, prefix); ok && s != "" {
 			out = append(out, s)
 		}
@@ -361,13 +358,18 @@ func (t *Table) suffixes(prefix string) []string {
 
 // files returns the names of the regular files (after symlinks) in binDir.
 func (t *Table) files() []string {
+	return t.names(func(name string) bool { return isFile(filepath.Join(t.binDir, name)) })
+}
+
+// names returns the names in binDir that keep accepts.
+func (t *Table) names(keep func(name string) bool) []string {
 	entries, err := os.ReadDir(t.binDir)
 	if err != nil {
 		return nil
 	}
 	var names []string
 	for _, e := range entries {
-		if isFile(filepath.Join(t.binDir, e.Name())) {
+		if keep(e.Name()) {
 			names = append(names, e.Name())
 		}
 	}

@@ -109,7 +109,7 @@ func TestResolve(t *testing.T) {
 		},
 		{
 			"cert-manager tag not built", b.table(), "quay.io/jetstack/cert-manager-controller:v1.0.0", Image{},
-			`image "quay.io/jetstack/cert-manager-controller:v1.0.0": no cert-manager controller v1.0.0 in the local cluster (no file ` + b.bin("cert-manager-controller-v1.0.0") + ")" + known,
+			`image "quay.io/jetstack/cert-manager-controller:v1.0.0": no cert-manager v1.0.0 in the local cluster (no file ` + b.bin("cert-manager-controller-v1.0.0") + ")" + known,
 		},
 		{"cert-manager by digest only", b.table(), "quay.io/jetstack/cert-manager-controller@" + digest, Image{}, "the local cluster runs cert-manager by tag only"},
 		{"versitygw", b.table(), "versity/versitygw:v1.8.0", versityGW("versity/versitygw:v1.8.0"), ""},
