@@ -26,9 +26,11 @@ const operatorNamespace = "etcd-operator"
 // in a namespace whose OperatorGroup targets every namespace, gets the
 // operator installed by OLM (and cert-manager, which its bundle depends
 // on, from the community catalog); an EtcdCluster in another namespace
-// comes up Ready with real members; and the operator keeps Upgradeable on
-// its OperatorCondition: False while a cluster is changing, naming it, True
-// once none is.
+// comes up Ready with real members; the operator keeps Upgradeable on its
+// OperatorCondition: False while a cluster is changing, naming it, True
+// once none is; and the next release, published in the catalog, is held
+// while a roll is in progress and installed once it ends
+// (upgradeWaitsForARoll).
 func TestSubscriptionInstallsTheOperator(t *testing.T) {
 	ctx := context.Background()
 	create(ctx, t, &operatorsv1alpha1.CatalogSource{
@@ -91,20 +93,7 @@ func TestSubscriptionInstallsTheOperator(t *testing.T) {
 		t.Errorf("the operator runs as ServiceAccount %q", sa)
 	}
 
-	upgradeable := func(want metav1.ConditionStatus, mentions string) func() error {
-		return func() error {
-			oc := &operatorsv2.OperatorCondition{}
-			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: csvName}, oc); err != nil {
-				return err
-			}
-			c := meta.FindStatusCondition(oc.Status.Conditions, operatorsv2.Upgradeable)
-			if c == nil || c.Status != want || !strings.Contains(c.Message, mentions) {
-				return fmt.Errorf("Upgradeable in OperatorCondition %s: %+v", csvName, c)
-			}
-			return nil
-		}
-	}
-	support.Eventually(t, time.Minute, "the operator to say it is upgradeable", upgradeable(metav1.ConditionTrue, "No EtcdCluster is changing"))
+	support.Eventually(t, time.Minute, "the operator to say it is upgradeable", upgradeable(ctx, csvName, metav1.ConditionTrue, "No EtcdCluster is changing"))
 
 	ns := "olm-users"
 	create(ctx, t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
@@ -118,7 +107,7 @@ func TestSubscriptionInstallsTheOperator(t *testing.T) {
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
 			return err
 		}
-		if !meta.IsStatusConditionTrue(cluster.Status.Conditions, etcdv1alpha1.ConditionReady) {
+		if !clusterReady(cluster) {
 			return fmt.Errorf("conditions: %+v", cluster.Status.Conditions)
 		}
 		return nil
@@ -133,11 +122,33 @@ func TestSubscriptionInstallsTheOperator(t *testing.T) {
 		}},
 	}
 	create(ctx, t, stuck)
-	support.Eventually(t, time.Minute, "Upgradeable False, naming the bootstrapping cluster", upgradeable(metav1.ConditionFalse, ns+"/stuck"))
+	support.Eventually(t, time.Minute, "Upgradeable False, naming the bootstrapping cluster", upgradeable(ctx, csvName, metav1.ConditionFalse, ns+"/stuck"))
 	if err := k8sClient.Delete(ctx, stuck); err != nil {
 		t.Fatal(err)
 	}
-	support.Eventually(t, time.Minute, "Upgradeable True once it is gone", upgradeable(metav1.ConditionTrue, "No EtcdCluster is changing (1 in all)"))
+	support.Eventually(t, time.Minute, "Upgradeable True once it is gone", upgradeable(ctx, csvName, metav1.ConditionTrue, "No EtcdCluster is changing (1 in all)"))
+
+	t.Run("upgrade waits for a roll", func(t *testing.T) { upgradeWaitsForARoll(ctx, t, csvName, cluster) })
+}
+
+// upgradeable checks the Upgradeable condition the operator of CSV
+// csvName keeps in its OperatorCondition, as OLM reads it (status).
+func upgradeable(ctx context.Context, csvName string, want metav1.ConditionStatus, mentions string) func() error {
+	return func() error {
+		oc := &operatorsv2.OperatorCondition{}
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: csvName}, oc); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(oc.Status.Conditions, operatorsv2.Upgradeable)
+		if c == nil || c.Status != want || !strings.Contains(c.Message, mentions) {
+			return fmt.Errorf("Upgradeable in OperatorCondition %s: %+v", csvName, c)
+		}
+		return nil
+	}
+}
+
+func clusterReady(c *etcdv1alpha1.EtcdCluster) bool {
+	return meta.IsStatusConditionTrue(c.Status.Conditions, etcdv1alpha1.ConditionReady)
 }
 
 // create creates obj; the test's end does not delete it (the local cluster
