@@ -430,10 +430,11 @@ local-images: $(OPM) ## Make VERSION's bundle and catalog images for the local c
 	hack/localcluster/directory-image.sh $(LOCAL_IMAGES) $(BUNDLE_IMG) '{"from":"scratch"}' \
 		bundle/manifests:/manifests bundle/metadata:/metadata bundle/tests/scorecard:/tests/scorecard
 	@# As catalog.Dockerfile: the catalog, and the cache opm serve checks
-	@# it against, made by opm serve --cache-only.
+	@# it against, made by opm serve --cache-only (which would write the
+	@# host's /dev/termination-log).
 	hack/localcluster/directory-image.sh $(LOCAL_IMAGES) $(CATALOG_IMG) \
 		'{"from":"$(OPM_IMAGE)","entrypoint":["/bin/opm"],"cmd":["serve","/configs","--cache-dir=/tmp/cache"]}' catalog:/configs
-	$(OPM) serve $(LOCAL_IMAGES)/$(subst :,/,$(CATALOG_IMG))/rootfs/configs --cache-dir=$(LOCAL_IMAGES)/$(subst :,/,$(CATALOG_IMG))/rootfs/tmp/cache --cache-only
+	$(OPM) serve $(LOCAL_IMAGES)/$(subst :,/,$(CATALOG_IMG))/rootfs/configs --cache-dir=$(LOCAL_IMAGES)/$(subst :,/,$(CATALOG_IMG))/rootfs/tmp/cache --cache-only --termination-log=/dev/null
 	hack/localcluster/community-catalog.sh $(LOCAL_IMAGES) $(OPM) $(OPM_IMAGE)
 
 .PHONY: test-olm-live

@@ -33,4 +33,4 @@ mkdir -p "$work/catalog/cert-manager"
   "{\"from\":\"$opm_image\",\"entrypoint\":[\"/bin/opm\"],\"cmd\":[\"serve\",\"/configs\",\"--cache-dir=/tmp/cache\"]}" \
   "$work/catalog:/configs"
 dir=$images/${catalog_img/://}/rootfs
-"$opm" serve "$dir/configs" --cache-dir="$dir/tmp/cache" --cache-only 2>/dev/null
+"$opm" serve "$dir/configs" --cache-dir="$dir/tmp/cache" --cache-only --termination-log=/dev/null 2>/dev/null
