@@ -119,10 +119,10 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 # Suites that run on the local cluster; one package at a time (a fault in
 # one must not hit another), after the other packages. Inside a package the
 # tests that call t.Parallel() run E2E_PARALLEL at once.
-CLUSTER_SUITES = ./test/localcluster/... ./test/e2e/... ./test/chaos ./test/olmlive
+CLUSTER_SUITES = ./test/localcluster/... ./test/e2e/... ./test/chaos
 CLUSTER_TEST_FLAGS = -p 1 -parallel $(E2E_PARALLEL) -timeout 60m $(GOTEST_FLAGS)
-# test/olmlive subscribes to VERSION's catalog image and makes the next
-# release with these tools.
+# test/olmlive (make test-olm-live) subscribes to VERSION's catalog image
+# and makes the next release with these tools.
 OLM_LIVE_ENV = OLM_CATALOG_IMAGE=$(CATALOG_IMG) OPERATOR_SDK_BIN=$(OPERATOR_SDK) OPM_BIN=$(OPM)
 # `-p 1` also compiles one package at a time, so the suites' test binaries
 # are compiled (and vetted) first on both cores: -exec true links each
@@ -144,10 +144,10 @@ test: manifests generate $(GOTESTSUM) ## Run the unit tests, the API server test
 # and runs those. (Built first, on a cold cache, the tools pushed the unit
 # tests into the e2e suite's parallel group, at a load average of 15.)
 .PHONY: test-cluster
-test-cluster: localcluster-binaries olm-binaries local-images $(OPERATOR_SDK) $(KUSTOMIZE) $(GOTESTSUM)
+test-cluster: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM)
 	mkdir -p $(TEST_LOGS)
 	$(call compile-tests,$(CLUSTER_SUITES))
-	$(OLM_LIVE_ENV) hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
+	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
 		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/cluster.json -- $(CLUSTER_TEST_FLAGS) $(CLUSTER_SUITES)
 
 .PHONY: test-host
@@ -185,9 +185,7 @@ chaos: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM) ## Run the randomized fau
 .PHONY: test-tools
 test-tools: $(KUSTOMIZE) $(GOTESTSUM) ## Build the tools every `make test` lane runs (CI builds them with the local cluster's binaries).
 
-.PHONY: print-golangci-lint print-cert-manager print-operator-sdk
-print-operator-sdk:
-	@echo $(OPERATOR_SDK)
+.PHONY: print-golangci-lint print-cert-manager
 print-cert-manager:
 	@echo $(CERT_MANAGER_CONTROLLER)
 print-golangci-lint:
@@ -438,7 +436,7 @@ local-images: $(OPM) ## Make VERSION's bundle and catalog images for the local c
 	hack/localcluster/community-catalog.sh $(LOCAL_IMAGES) $(OPM) $(OPM_IMAGE)
 
 .PHONY: test-olm-live
-test-olm-live: localcluster-binaries olm-binaries local-images $(OPERATOR_SDK) $(KUSTOMIZE) $(GOTESTSUM) ## Run the suite that installs the operator through the real OLM (test/olmlive) on the local cluster.
+test-olm-live: localcluster-binaries olm-binaries local-images $(OPERATOR_SDK) $(KUSTOMIZE) $(GOTESTSUM) ## Run the suite that installs and upgrades the operator through the real OLM (test/olmlive) on the local cluster; not yet part of make test.
 	mkdir -p $(TEST_LOGS)
 	$(OLM_LIVE_ENV) hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
 		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/olmlive.json -- -count=1 -timeout 30m $(GOTEST_FLAGS) ./test/olmlive

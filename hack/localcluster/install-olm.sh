@@ -17,5 +17,12 @@ done
   crd/operatorconditions.operators.coreos.com crd/operatorgroups.operators.coreos.com \
   crd/operators.operators.coreos.com crd/subscriptions.operators.coreos.com >/dev/null
 "$kubectl" apply --server-side --force-conflicts -f "$here/olm.yaml" >/dev/null
-"$kubectl" -n olm rollout status deployment/olm-operator --timeout=120s
-"$kubectl" -n olm rollout status deployment/catalog-operator --timeout=120s
+for d in olm-operator catalog-operator; do
+  if ! "$kubectl" -n olm rollout status "deployment/$d" --timeout=120s; then
+    # What a user would look at.
+    "$kubectl" -n olm get pods -o wide
+    "$kubectl" -n olm describe pods -l "app=$d" | tail -40
+    "$kubectl" -n olm logs -l "app=$d" --tail=40 || true
+    exit 1
+  fi
+done

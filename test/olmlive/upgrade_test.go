@@ -15,6 +15,7 @@ import (
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -180,8 +181,13 @@ func upgradeWaitsForARoll(ctx context.Context, t *testing.T, csv0 string, cluste
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
 			return err
 		}
-		if !clusterReady(cluster) || cluster.Status.UpdatedReplicas != *cluster.Spec.Replicas {
+		// Ready with every member updated, and the surge member that could
+		// not start gone: no step left (Progressing False).
+		if !clusterReady(cluster) || cluster.Status.UpdatedReplicas != *cluster.Spec.Replicas || meta.IsStatusConditionTrue(cluster.Status.Conditions, etcdv1alpha1.ConditionProgressing) {
 			return fmt.Errorf("updated %d of %d; conditions %+v", cluster.Status.UpdatedReplicas, *cluster.Spec.Replicas, cluster.Status.Conditions)
+		}
+		if pods := memberPods(ctx, t, cluster); len(pods) != int(*cluster.Spec.Replicas) {
+			return fmt.Errorf("member Pods %v", pods)
 		}
 		return nil
 	})
