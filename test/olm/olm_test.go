@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/etcd-operator/etcd-operator/internal/catalog"
+	"github.com/etcd-operator/etcd-operator/test/support"
 )
 
 // root is the repository, as an absolute path: operator-sdk takes a
@@ -78,36 +79,6 @@ func run(t *testing.T, dir string, argv ...string) (string, bool) {
 		return string(out), false
 	}
 	return string(out), true
-}
-
-// copyTree copies the named files and directories of the repository into
-// dir, keeping execute permissions.
-func copyTree(t *testing.T, dir string, paths ...string) {
-	t.Helper()
-	for _, p := range paths {
-		src := filepath.Join(root, p)
-		info, err := os.Stat(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dst := filepath.Join(dir, p)
-		if info.IsDir() {
-			if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		data, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(dst, data, info.Mode().Perm()); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // validateBundle runs operator-sdk bundle validate as `make bundle` does.
@@ -177,7 +148,7 @@ func TestBundleRequiresCertManager(t *testing.T) {
 func TestBundleWithoutItsOwnedCRD(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	copyTree(t, dir, "bundle")
+	support.CopyFromRepo(t, root, dir, "bundle")
 	crd := filepath.Join(dir, "bundle", "manifests", "etcd.aenix.io_etcdclusters.yaml")
 	if err := os.Remove(crd); err != nil {
 		t.Fatal(err)
@@ -316,7 +287,7 @@ func TestNextRelease(t *testing.T) {
 	dir := t.TempDir()
 	// What `make bundle catalog` reads: the API for the CSV's descriptors,
 	// config/, the bundle and catalog to update, and the catalog tool.
-	copyTree(t, dir, "Makefile", "PROJECT", "go.mod", "go.sum", "api", "config", "bundle", "bundle.Dockerfile",
+	support.CopyFromRepo(t, root, dir, "Makefile", "PROJECT", "go.mod", "go.sum", "api", "config", "bundle", "bundle.Dockerfile",
 		"catalog", "catalog.Dockerfile", "hack/pin-created-at.sh", "hack/catalog", "internal/catalog")
 
 	makefile := filepath.Join(dir, "Makefile")
@@ -340,7 +311,7 @@ func TestNextRelease(t *testing.T) {
 			"OPERATOR_SDK="+sdk, "OPM="+opm, "KUSTOMIZE="+kustomize,
 			"-o", "manifests", "-o", sdk, "-o", opm, "-o", kustomize)
 		cmd.Dir = dir
-		cmd.Env = withoutMakeFlags(os.Environ())
+		cmd.Env = support.WithoutMakeFlags(os.Environ())
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
 		}
@@ -395,19 +366,6 @@ func TestNextRelease(t *testing.T) {
 	if second := snapshot(t, dir, "catalog", "catalog.Dockerfile", "bundle"); !maps.Equal(first, second) {
 		t.Errorf("make bundle catalog run twice changed catalog/ or bundle/")
 	}
-}
-
-// withoutMakeFlags drops what an outer make passes to a nested one
-// (`make test VERSION=x` would otherwise reach the copy).
-func withoutMakeFlags(env []string) []string {
-	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
-		for _, k := range []string{"MAKEFLAGS=", "MFLAGS=", "MAKELEVEL=", "MAKEOVERRIDES="} {
-			if strings.HasPrefix(kv, k) {
-				return true
-			}
-		}
-		return false
-	})
 }
 
 func headsOf(t *testing.T, c catalog.Catalog, channel string) []string {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,23 +31,9 @@ import (
 func release(t *testing.T, version string) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, p := range []string{"Makefile", "PROJECT", "go.mod", "go.sum", "api", "config", "bundle", "bundle.Dockerfile",
+	support.CopyFromRepo(t, env.Root, dir, "Makefile", "PROJECT", "go.mod", "go.sum", "api", "config", "bundle", "bundle.Dockerfile",
 		"catalog", "catalog.Dockerfile", "hack/pin-created-at.sh", "hack/catalog", "internal/catalog",
-		"hack/localcluster", "hack/cert-manager/go.mod", "hack/cert-manager/go.sum"} {
-		src, dst := filepath.Join(env.Root, p), filepath.Join(dir, p)
-		info, err := os.Stat(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.IsDir() {
-			err = os.CopyFS(dst, os.DirFS(src))
-		} else if err = os.MkdirAll(filepath.Dir(dst), 0o755); err == nil {
-			err = copyFile(src, dst, info.Mode().Perm())
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+		"hack/localcluster", "hack/cert-manager/go.mod", "hack/cert-manager/go.sum")
 	tools := []string{"OPERATOR_SDK=" + os.Getenv("OPERATOR_SDK_BIN"), "OPM=" + os.Getenv("OPM_BIN"), "KUSTOMIZE=" + env.Bin("kustomize-v5.8.2")}
 	for _, tool := range tools {
 		if strings.HasSuffix(tool, "=") {
@@ -67,28 +52,12 @@ func release(t *testing.T, version string) string {
 		}
 		cmd := exec.Command("make", args...)
 		cmd.Dir = dir
-		cmd.Env = withoutMakeFlags(os.Environ())
+		cmd.Env = support.WithoutMakeFlags(os.Environ())
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("make %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
 	return "ghcr.io/etcd-operator/etcd-operator-catalog:v" + version
-}
-
-func copyFile(src, dst string, perm os.FileMode) error {
-	data, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, data, perm)
-}
-
-// withoutMakeFlags drops the variables make passes to the commands it runs
-// (`make test VERSION=x` would otherwise reach the copy).
-func withoutMakeFlags(environ []string) []string {
-	return slices.DeleteFunc(slices.Clone(environ), func(kv string) bool {
-		return strings.HasPrefix(kv, "MAKEFLAGS=") || strings.HasPrefix(kv, "MFLAGS=") || strings.HasPrefix(kv, "MAKELEVEL=")
-	})
 }
 
 // memberPods are the UIDs and restart counts of a cluster's member Pods.
