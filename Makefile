@@ -247,7 +247,6 @@ bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate the OLM bundle from c
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
 	$(KUSTOMIZE) build config/manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) --channels=$(CHANNELS) --default-channel=$(DEFAULT_CHANNEL)
 	hack/pin-created-at.sh bundle/manifests/etcd-operator.clusterserviceversion.yaml $(BUNDLE_CREATED_AT)
-	cp config/manifests/dependencies.yaml bundle/metadata/dependencies.yaml
 	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework --optional-values=k8s-version=$(KUBE_TARGET_VERSION)
 
 # The catalog is rendered from bundle/ offline (no image is pulled) and

@@ -778,19 +778,14 @@ func TestBackupDuringRollAndReplacement(t *testing.T) {
 	claim := createBackupClaim(ctx, t, ns)
 	key := client.ObjectKeyFromObject(c)
 	awaitReady(ctx, t, key, 3)
-	w, stopWriter := launchWriter(ctx, etcdClient(ctx, t, ns, c.Name))
+	w, stopWriter := support.LaunchWriter(ctx, etcdClient(ctx, t, ns, c.Name))
 	defer stopWriter()
 	time.Sleep(3 * time.Second)
 
 	// ask creates a backup now and returns the writes acknowledged before.
 	ask := func(name string) []string {
 		t.Helper()
-		w.mu.Lock()
-		acked := make([]string, len(w.acked))
-		for i, a := range w.acked {
-			acked[i] = a.key
-		}
-		w.mu.Unlock()
+		acked := w.AckedKeys()
 		b := &etcdv1alpha1.EtcdBackup{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: etcdv1alpha1.EtcdBackupSpec{ClusterName: c.Name, Destination: etcdv1alpha1.BackupDestination{

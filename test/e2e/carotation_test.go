@@ -67,7 +67,7 @@ func assertCARotation(ctx context.Context, t *testing.T, c *etcdv1alpha1.EtcdClu
 	oldRoot, _ := secretPair(ctx, t, ns, builder.ClientTLSSecretName(c))
 	oldPeer, _ := secretPair(ctx, t, ns, builder.PeerTLSSecretName(c))
 
-	finish := startWriter(ctx, t, tlsClient(ctx, t, ns, c.Name, poolOf(t, oldClientCA), oldRoot))
+	finish := support.StartWriter(ctx, t, tlsClient(ctx, t, ns, c.Name, poolOf(t, oldClientCA), oldRoot))
 	start := time.Now()
 	renew(ctx, t, ns, clientCA, peerCA)
 	support.Eventually(t, 2*time.Minute, "the trust bundle to hold the old and the new CAs", func() error {
@@ -145,7 +145,7 @@ func assertCARotation(ctx context.Context, t *testing.T, c *etcdv1alpha1.EtcdClu
 	// The leaves, renewed now, come from the new CAs; a client holding the
 	// bundle keeps writing through the switch.
 	bundleRoots := poolOf(t, bundle.Data[builder.BundleServerCAKey])
-	finish = startWriter(ctx, t, tlsClient(ctx, t, ns, c.Name, bundleRoots, oldRoot))
+	finish = support.StartWriter(ctx, t, tlsClient(ctx, t, ns, c.Name, bundleRoots, oldRoot))
 	start = time.Now()
 	renew(ctx, t, ns, builder.ServerTLSSecretName(c), builder.PeerTLSSecretName(c), builder.ClientTLSSecretName(c))
 	newClientCA := secretData(ctx, t, ns, clientCA, "tls.crt")

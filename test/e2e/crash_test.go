@@ -197,7 +197,7 @@ func TestOperatorCrashesAtEachStep(t *testing.T) {
 	awaitReady(ctx, t, key, 3)
 	cli := etcdClient(ctx, t, ns, cluster.Name)
 	assertMembers(ctx, t, cli, ns, 3)
-	finish := startWriter(ctx, t, cli)
+	finish := support.StartWriter(ctx, t, cli)
 	for _, n := range []int32{1, 3} {
 		scaleTo(ctx, t, cluster, cli, n)
 	}

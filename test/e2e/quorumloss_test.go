@@ -63,7 +63,7 @@ func TestQuorumLostForGood(t *testing.T) {
 
 	// A partition: the quorum comes back with the members cut off, and
 	// no write a writer got acknowledged through it is lost.
-	wr, stopWriter := launchWriter(ctx, cli)
+	wr, stopWriter := support.LaunchWriter(ctx, cli)
 	defer stopWriter()
 	for _, m := range lost {
 		if err := inject(localcluster.FaultCut, m); err != nil {
@@ -97,14 +97,14 @@ func TestQuorumLostForGood(t *testing.T) {
 	// The writer, which a quorum cut off could not serve, writes again.
 	healedAt := time.Now()
 	support.Eventually(t, time.Minute, "the writer to write once the partition healed", func() error {
-		if wr.ackedSince(healedAt) == 0 {
+		if wr.AckedSince(healedAt) == 0 {
 			return errors.New("no write acknowledged since the quorum came back")
 		}
 		return nil
 	})
 	stopWriter()
-	if lost := wr.lost(ctx, t, cli); len(lost) > 0 {
-		t.Fatalf("%d acknowledged writes lost through a partition, first %s (acknowledged at %s)", len(lost), lost[0].key, lost[0].at.Format(time.StampMilli))
+	if lost := wr.Lost(ctx, t, cli); len(lost) > 0 {
+		t.Fatalf("%d acknowledged writes lost through a partition, first %s (acknowledged at %s)", len(lost), lost[0].Key, lost[0].At.Format(time.StampMilli))
 	}
 	if resp, err := cli.Get(ctx, "kept"); err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("after the partition healed, get kept = %v, %v", resp, err)
@@ -409,10 +409,10 @@ func TestQuorumLostForGoodFiveTLS(t *testing.T) {
 		}
 	}
 
-	wr, stopWriter := launchWriter(ctx, tlsClient(ctx, t, ns, c.Name, roots, cert))
+	wr, stopWriter := support.LaunchWriter(ctx, tlsClient(ctx, t, ns, c.Name, roots, cert))
 	defer stopWriter()
 	support.Eventually(t, time.Minute, "the writer to write", func() error {
-		if wr.ackedSince(time.Time{}) < 50 {
+		if wr.AckedSince(time.Time{}) < 50 {
 			return errors.New("fewer than 50 writes acknowledged")
 		}
 		return nil
@@ -483,20 +483,20 @@ func TestQuorumLostForGoodFiveTLS(t *testing.T) {
 	// The writer writes again, and what it lost is what the survivor
 	// could lack.
 	support.Eventually(t, time.Minute, "the writer to write to the rebuilt cluster", func() error {
-		if wr.ackedSince(readyAt) == 0 {
+		if wr.AckedSince(readyAt) == 0 {
 			return errors.New("no write acknowledged since the cluster was Ready")
 		}
 		return nil
 	})
 	stopWriter()
-	lost := wr.lost(ctx, t, cli)
+	lost := wr.Lost(ctx, t, cli)
 	for _, a := range lost {
 		// An answer sent before the last pause may arrive just after it.
-		if a.at.Before(lossFrom.Add(-time.Second)) || a.at.After(lossTo.Add(time.Second)) {
+		if a.At.Before(lossFrom.Add(-time.Second)) || a.At.After(lossTo.Add(time.Second)) {
 			t.Errorf("write %s, acknowledged at %s, is lost: want only writes acknowledged around the loss (%s to %s) lost",
-				a.key, a.at.Format(time.StampMilli), lossFrom.Add(-time.Second).Format(time.StampMilli), lossTo.Add(time.Second).Format(time.StampMilli))
+				a.Key, a.At.Format(time.StampMilli), lossFrom.Add(-time.Second).Format(time.StampMilli), lossTo.Add(time.Second).Format(time.StampMilli))
 		}
 	}
 	t.Logf("with a writer running: %d acknowledged writes lost, of %d acknowledged around the loss; the plan put %d raft entries at risk",
-		len(lost), wr.ackedSince(lossFrom.Add(-time.Second))-wr.ackedSince(lossTo.Add(time.Second)), plan.EntriesAtRisk)
+		len(lost), wr.AckedSince(lossFrom.Add(-time.Second))-wr.AckedSince(lossTo.Add(time.Second)), plan.EntriesAtRisk)
 }

@@ -141,7 +141,7 @@ func TestLostZone(t *testing.T) {
 	if _, err := cli.Put(ctx, "/e2e/kept", "yes"); err != nil {
 		t.Fatal(err)
 	}
-	finish := startWriter(ctx, t, cli)
+	finish := support.StartWriter(ctx, t, cli)
 	victims := pickVictims(ctx, t, ns, name, true, 2)
 	start := time.Now()
 	for _, v := range victims {
@@ -222,7 +222,7 @@ func harmAndAwaitComeback(t *testing.T, name string, storage etcdv1alpha1.Storag
 		t.Fatal(err)
 	}
 	before := memberIDs(ctx, t, cli)
-	finish := startWriter(ctx, t, cli)
+	finish := support.StartWriter(ctx, t, cli)
 	victim := pickVictim(ctx, t, ns, name, f == stopNode)
 	if f == wipeFounder {
 		victim = &corev1.Pod{}

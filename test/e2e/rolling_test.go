@@ -228,7 +228,7 @@ func TestUpgrade35To36(t *testing.T) {
 	assertRefused(ctx, t, cluster, "quay.io/coreos/etcd:v3.7.0", "upgrade to 3.6 first")
 
 	cli := etcdClient(ctx, t, ns, key.Name)
-	finish := startWriter(ctx, t, cli)
+	finish := support.StartWriter(ctx, t, cli)
 	avail := watchAvailability(ctx, t, key)
 	setImage(ctx, t, cluster, "quay.io/coreos/etcd:v3.6.16")
 	took := awaitRolled(ctx, t, key, 3)
@@ -333,7 +333,7 @@ func TestRollBySurge(t *testing.T) {
 				before[p.UID] = true
 			}
 			cli := etcdClient(ctx, t, ns, key.Name)
-			finish := startWriter(ctx, t, cli)
+			finish := support.StartWriter(ctx, t, cli)
 			avail := watchAvailability(ctx, t, key)
 			patch := client.MergeFrom(cluster.DeepCopy())
 			cluster.Spec.Options = map[string]string{"snapshot-count": "5000"}
@@ -401,7 +401,7 @@ func TestRollOptionsAndResources(t *testing.T) {
 	}
 
 	cli := etcdClient(ctx, t, ns, key.Name)
-	finish := startWriter(ctx, t, cli)
+	finish := support.StartWriter(ctx, t, cli)
 	avail := watchAvailability(ctx, t, key)
 	patch = client.MergeFrom(cluster.DeepCopy())
 	delete(cluster.Annotations, etcdv1alpha1.AnnotationPaused)

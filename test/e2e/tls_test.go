@@ -514,7 +514,7 @@ func assertRenewalWithoutDowntime(ctx context.Context, t *testing.T, c *etcdv1al
 	for _, p := range pods.Items {
 		restarts[p.Name] = p.Status.ContainerStatuses[0].RestartCount
 	}
-	finish := startWriter(ctx, t, tlsClient(ctx, t, ns, c.Name, roots, root))
+	finish := support.StartWriter(ctx, t, tlsClient(ctx, t, ns, c.Name, roots, root))
 	start := time.Now()
 	renew(ctx, t, ns, builder.ServerTLSSecretName(c), builder.PeerTLSSecretName(c))
 	support.Eventually(t, 3*time.Minute, "every member to serve renewed certificates", func() error {

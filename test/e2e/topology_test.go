@@ -121,7 +121,7 @@ func TestBootstrapAndScale(t *testing.T) {
 	cli := etcdClient(ctx, t, ns, "scaled")
 	assertMembers(ctx, t, cli, ns, 1)
 
-	finish := startWriter(ctx, t, cli)
+	finish := support.StartWriter(ctx, t, cli)
 
 	for _, n := range []int32{3, 5, 3, 1, 3} {
 		scaleTo(ctx, t, cluster, cli, n)

@@ -97,13 +97,18 @@ func TestBundleIsValid(t *testing.T) {
 	}
 }
 
-// TestBundleRequiresCertManager: the CSV requires cert-manager's
-// Certificate and Issuer CRDs and the bundle depends on the cert-manager
-// package, so OLM installs cert-manager with the operator.
-func TestBundleRequiresCertManager(t *testing.T) {
+// TestBundleLeavesCertManagerToTheUser: the bundle neither requires
+// cert-manager's CRDs nor depends on its package. OLM resolves both in the
+// Subscription's namespace only (CSVs copied into it do not count), so
+// either would make OLM install a second cert-manager beside one the user
+// runs in another namespace (OwnNamespace mode, or an operator namespace
+// of its own), two controllers issuing the same certificates. The CSV's
+// description says to install cert-manager first.
+func TestBundleLeavesCertManagerToTheUser(t *testing.T) {
 	t.Parallel()
 	var csv struct {
 		Spec struct {
+			Description               string
 			CustomResourceDefinitions struct {
 				Required []struct{ Name, Version, Kind string }
 			} `json:"customresourcedefinitions"`
@@ -116,30 +121,14 @@ func TestBundleRequiresCertManager(t *testing.T) {
 	if err := yaml.Unmarshal(data, &csv); err != nil {
 		t.Fatal(err)
 	}
-	var required []string
-	for _, r := range csv.Spec.CustomResourceDefinitions.Required {
-		required = append(required, r.Name+"/"+r.Version)
+	if required := csv.Spec.CustomResourceDefinitions.Required; len(required) > 0 {
+		t.Errorf("the CSV requires %+v: OLM would install their owner into the Subscription's namespace", required)
 	}
-	for _, want := range []string{"certificates.cert-manager.io/v1", "issuers.cert-manager.io/v1"} {
-		if !slices.Contains(required, want) {
-			t.Errorf("the CSV does not require %s; required: %v", want, required)
-		}
+	if !strings.Contains(csv.Spec.Description, "Install cert-manager first") {
+		t.Errorf("the CSV's description does not tell the user to install cert-manager first:\n%s", csv.Spec.Description)
 	}
-	var deps struct {
-		Dependencies []struct {
-			Type  string
-			Value struct{ PackageName string }
-		}
-	}
-	data, err = os.ReadFile(filepath.Join(root, "bundle", "metadata", "dependencies.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(data, &deps); err != nil {
-		t.Fatal(err)
-	}
-	if len(deps.Dependencies) != 1 || deps.Dependencies[0].Type != "olm.package" || deps.Dependencies[0].Value.PackageName != "cert-manager" {
-		t.Errorf("bundle/metadata/dependencies.yaml = %+v, want a dependency on the cert-manager package", deps)
+	if _, err := os.Stat(filepath.Join(root, "bundle", "metadata", "dependencies.yaml")); !os.IsNotExist(err) {
+		t.Errorf("bundle/metadata/dependencies.yaml exists (%v): OLM would install its packages into the Subscription's namespace", err)
 	}
 }
 

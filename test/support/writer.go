@@ -1,4 +1,4 @@
-package e2e
+package support
 
 import (
 	"context"
@@ -8,38 +8,36 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/etcd-operator/etcd-operator/test/support"
 )
 
-// writer writes numbered keys through its client until stopped,
+// Writer writes numbered keys through its client until stopped,
 // remembering which writes etcd acknowledged, when, and the longest run
 // of failures.
-type writer struct {
+type Writer struct {
 	cli     *clientv3.Client
 	mu      sync.Mutex
-	acked   []ackedWrite
+	acked   []AckedWrite
 	errs    int
 	longest time.Duration
 }
 
-// ackedWrite is a write etcd acknowledged, and when.
-type ackedWrite struct {
-	key string
-	at  time.Time
+// AckedWrite is a write etcd acknowledged, and when.
+type AckedWrite struct {
+	Key string
+	At  time.Time
 }
 
-func (w *writer) run(ctx context.Context) {
+func (w *Writer) run(ctx context.Context) {
 	var failingSince time.Time
 	for i := 0; ctx.Err() == nil; i++ {
-		key := fmt.Sprintf("/e2e/write/%06d", i)
+		key := fmt.Sprintf("/test/write/%06d", i)
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := w.cli.Put(cctx, key, "v")
 		cancel()
 		w.mu.Lock()
 		switch {
 		case err == nil:
-			w.acked = append(w.acked, ackedWrite{key: key, at: time.Now()})
+			w.acked = append(w.acked, AckedWrite{Key: key, At: time.Now()})
 			if !failingSince.IsZero() {
 				w.longest = max(w.longest, time.Since(failingSince))
 				failingSince = time.Time{}
@@ -60,47 +58,59 @@ func (w *writer) run(ctx context.Context) {
 	}
 }
 
-// ackedSince is how many writes etcd acknowledged after t.
-func (w *writer) ackedSince(t time.Time) int {
+// AckedSince is how many writes etcd acknowledged after t.
+func (w *Writer) AckedSince(t time.Time) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := 0
 	for _, a := range w.acked {
-		if a.at.After(t) {
+		if a.At.After(t) {
 			n++
 		}
 	}
 	return n
 }
 
-// launchWriter starts a writer on cli; the function it returns stops it.
-func launchWriter(ctx context.Context, cli *clientv3.Client) (*writer, func()) {
-	w := &writer{cli: cli}
+// AckedKeys are the keys of the writes etcd acknowledged so far, oldest
+// first.
+func (w *Writer) AckedKeys() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	keys := make([]string, len(w.acked))
+	for i, a := range w.acked {
+		keys[i] = a.Key
+	}
+	return keys
+}
+
+// LaunchWriter starts a writer on cli; the function it returns stops it.
+func LaunchWriter(ctx context.Context, cli *clientv3.Client) (*Writer, func()) {
+	w := &Writer{cli: cli}
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { w.run(wctx); close(done) }()
 	return w, func() { stop(); <-done }
 }
 
-// lost are the acknowledged writes of a stopped writer that cli does not
+// Lost are the acknowledged writes of a stopped writer that cli does not
 // read, oldest first; it logs the writer's figures.
-func (w *writer) lost(ctx context.Context, t *testing.T, cli *clientv3.Client) []ackedWrite {
+func (w *Writer) Lost(ctx context.Context, t testing.TB, cli *clientv3.Client) []AckedWrite {
 	t.Helper()
 	var resp *clientv3.GetResponse
-	support.Eventually(t, time.Minute, "a read of the writer's keys", func() error {
+	Eventually(t, time.Minute, "a read of the writer's keys", func() error {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		var err error
-		resp, err = cli.Get(rctx, "/e2e/write/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		resp, err = cli.Get(rctx, "/test/write/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 		return err
 	})
 	stored := map[string]bool{}
 	for _, kv := range resp.Kvs {
 		stored[string(kv.Key)] = true
 	}
-	var lost []ackedWrite
+	var lost []AckedWrite
 	for _, a := range w.acked {
-		if !stored[a.key] {
+		if !stored[a.Key] {
 			lost = append(lost, a)
 		}
 	}
@@ -111,19 +121,19 @@ func (w *writer) lost(ctx context.Context, t *testing.T, cli *clientv3.Client) [
 	return lost
 }
 
-// startWriter starts a writer on cli. The function it returns stops it,
+// StartWriter starts a writer on cli. The function it returns stops it,
 // reports its figures and fails the test when an acknowledged write is
 // not in etcd.
-func startWriter(ctx context.Context, t *testing.T, cli *clientv3.Client) func() {
+func StartWriter(ctx context.Context, t testing.TB, cli *clientv3.Client) func() {
 	t.Helper()
-	w, stop := launchWriter(ctx, cli)
+	w, stop := LaunchWriter(ctx, cli)
 	return func() {
 		t.Helper()
 		stop()
-		if lost := w.lost(ctx, t, cli); len(lost) > 0 {
+		if lost := w.Lost(ctx, t, cli); len(lost) > 0 {
 			keys := make([]string, 0, len(lost))
 			for _, a := range lost[:min(len(lost), 10)] {
-				keys = append(keys, a.key)
+				keys = append(keys, a.Key)
 			}
 			t.Fatalf("%d acknowledged writes are lost: %v", len(lost), keys)
 		}
