@@ -119,10 +119,12 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 # Suites that run on the local cluster; one package at a time (a fault in
 # one must not hit another), after the other packages. Inside a package the
 # tests that call t.Parallel() run E2E_PARALLEL at once.
-CLUSTER_SUITES = ./test/localcluster/... ./test/e2e/... ./test/chaos
+# test/olmlive runs last: it removes the operator and cert-manager the
+# others installed directly, and installs them through OLM.
+CLUSTER_SUITES = ./test/localcluster/... ./test/e2e/... ./test/chaos ./test/olmlive
 CLUSTER_TEST_FLAGS = -p 1 -parallel $(E2E_PARALLEL) -timeout 60m $(GOTEST_FLAGS)
-# test/olmlive (make test-olm-live) subscribes to VERSION's catalog image
-# and makes the next release with these tools.
+# test/olmlive subscribes to VERSION's catalog image and makes the next
+# release with these tools.
 OLM_LIVE_ENV = OLM_CATALOG_IMAGE=$(CATALOG_IMG) OPERATOR_SDK_BIN=$(OPERATOR_SDK) OPM_BIN=$(OPM)
 # `-p 1` also compiles one package at a time, so the suites' test binaries
 # are compiled (and vetted) first on both cores: -exec true links each
@@ -131,7 +133,7 @@ OLM_LIVE_ENV = OLM_CATALOG_IMAGE=$(CATALOG_IMG) OPERATOR_SDK_BIN=$(OPERATOR_SDK)
 compile-tests = $(GO) test -count=1 -exec true $(1) > $(TEST_LOGS)/compile.log || { cat $(TEST_LOGS)/compile.log; exit 1; }
 
 .PHONY: test
-test: manifests generate $(GOTESTSUM) ## Run the unit tests, the API server tests, the local cluster's suite and the e2e suite (needs root).
+test: manifests generate $(GOTESTSUM) ## Run the unit tests, the API server tests, the local cluster's suite, the e2e suite, the fault campaign's short seed and the real-OLM suite (needs root).
 	rm -rf $(TEST_LOGS) && mkdir -p $(TEST_LOGS)
 	$(MAKE) --no-print-directory -j2 test-cluster test-host
 
@@ -139,27 +141,23 @@ test: manifests generate $(GOTESTSUM) ## Run the unit tests, the API server test
 # on probes, timers and restarts (their serial part keeps about 10% of two
 # cores busy), so the host lane runs beside them: first the unit, API
 # server and cert-manager tests, while the cluster lane runs the tests that
-# take the whole cluster and leaves the CPU idle; then it builds the tools
-# only the OLM tests need (niced: the cluster keeps the CPU it asks for)
-# and runs those. (Built first, on a cold cache, the tools pushed the unit
-# tests into the e2e suite's parallel group, at a load average of 15.)
+# take the whole cluster and leaves the CPU idle; then the OLM tests.
+# Every tool both lanes run is built before either starts (CI builds them
+# in its build step).
 .PHONY: test-cluster
-test-cluster: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM)
+test-cluster: localcluster-binaries olm-binaries local-images $(OPERATOR_SDK) $(KUSTOMIZE) $(GOTESTSUM)
 	mkdir -p $(TEST_LOGS)
 	$(call compile-tests,$(CLUSTER_SUITES))
-	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
+	$(OLM_LIVE_ENV) hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
 		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/cluster.json -- $(CLUSTER_TEST_FLAGS) $(CLUSTER_SUITES)
 
 .PHONY: test-host
-test-host: $(ENVTEST_ASSETS) $(CERT_MANAGER_CONTROLLER) $(KUSTOMIZE) $(GOTESTSUM)
+test-host: $(ENVTEST_ASSETS) $(CERT_MANAGER_CONTROLLER) $(KUSTOMIZE) $(GOTESTSUM) $(OPERATOR_SDK) $(OPM)
 	mkdir -p $(TEST_LOGS)
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) KUSTOMIZE_BIN=$(KUSTOMIZE) \
 		$(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/unit.json -- $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e /test/localcluster -e /test/e2e -e '/test/chaos$$' -e /test/olm)
 	cd hack/cert-manager && KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) CERT_MANAGER_CONTROLLER_BIN=$(CERT_MANAGER_CONTROLLER) \
 		$(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/cert-manager.json -- $(GOTEST_FLAGS) ./...
-	@# -j1: a sub-make that took a second job slot from the jobserver would
-	@# hold the cluster lane back until its build ends.
-	nice -n 10 $(MAKE) --no-print-directory -j1 $(OPERATOR_SDK) $(OPM)
 	OPERATOR_SDK_BIN=$(OPERATOR_SDK) OPM_BIN=$(OPM) KUSTOMIZE_BIN=$(KUSTOMIZE) \
 		$(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/olm.json -- $(GOTEST_FLAGS) ./test/olm/...
 
@@ -185,9 +183,11 @@ chaos: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM) ## Run the randomized fau
 .PHONY: test-tools
 test-tools: $(KUSTOMIZE) $(GOTESTSUM) ## Build the tools every `make test` lane runs (CI builds them with the local cluster's binaries).
 
-.PHONY: print-golangci-lint print-cert-manager
+.PHONY: print-golangci-lint print-cert-manager print-operator-sdk
 print-cert-manager:
 	@echo $(CERT_MANAGER_CONTROLLER)
+print-operator-sdk:
+	@echo $(OPERATOR_SDK)
 print-golangci-lint:
 	@echo $(GOLANGCI_LINT)
 
@@ -410,9 +410,11 @@ pod-binaries: $(foreach v,$(ETCD_MEMBER_VERSIONS),$(LOCALBIN)/etcd-$(v)) $(ETCDC
 localcluster-up: localcluster-binaries ## Start the local cluster in the background (KUBECONFIG=.localcluster/admin.kubeconfig).
 	$(LOCALCLUSTER) up --detach --state-dir $(LOCALCLUSTER_STATE) --bin-dir $(LOCALBIN) --nodes $(LOCALCLUSTER_NODES)
 
+# OLM=1: install OLM, then cert-manager and the operator through it, from
+# VERSION's catalog image (bin/images/).
 .PHONY: demo
-demo: localcluster-up $(KUSTOMIZE) $(ETCDCTL) ## Start the local cluster, install cert-manager and the operator, bring up a sample EtcdCluster.
-	hack/demo.sh $(KUBECTL) $(KUSTOMIZE) $(ETCDCTL) $(LOCALCLUSTER_STATE)
+demo: localcluster-up $(KUSTOMIZE) $(ETCDCTL) $(if $(OLM),olm-binaries local-images) ## Start the local cluster, install cert-manager and the operator (OLM=1: through OLM), bring up a sample EtcdCluster.
+	$(if $(OLM),CATALOG_IMAGE=$(CATALOG_IMG)) hack/demo.sh $(KUBECTL) $(KUSTOMIZE) $(ETCDCTL) $(LOCALCLUSTER_STATE)
 
 .PHONY: localcluster-s3
 localcluster-s3: localcluster-up ## Run the S3 server (versitygw over HTTPS, hack/localcluster/s3.yaml) in the local cluster and say how to reach it.
@@ -435,7 +437,7 @@ local-images: $(OPM) ## Make VERSION's bundle and catalog images for the local c
 	hack/localcluster/community-catalog.sh $(LOCAL_IMAGES) $(OPM) $(OPM_IMAGE)
 
 .PHONY: test-olm-live
-test-olm-live: localcluster-binaries olm-binaries local-images $(OPERATOR_SDK) $(KUSTOMIZE) $(GOTESTSUM) ## Run the suite that installs and upgrades the operator through the real OLM (test/olmlive) on the local cluster; not yet part of make test.
+test-olm-live: localcluster-binaries olm-binaries local-images $(OPERATOR_SDK) $(KUSTOMIZE) $(GOTESTSUM) ## Run only the suite that installs and upgrades the operator through the real OLM (test/olmlive) on the local cluster.
 	mkdir -p $(TEST_LOGS)
 	$(OLM_LIVE_ENV) hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
 		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/olmlive.json -- -count=1 -timeout 30m $(GOTEST_FLAGS) ./test/olmlive

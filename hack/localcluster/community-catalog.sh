@@ -2,7 +2,7 @@
 # Makes the local cluster's stand-in for OperatorHub's community catalog
 # (quay.io/operatorhubio/catalog:latest, the CatalogSource
 # operatorhubio-catalog of hack/localcluster/olm.yaml): a file-based catalog
-# with the one package the operator's bundle depends on, cert-manager, whose
+# with the one package the operator needs installed first, cert-manager, whose
 # bundle (hack/localcluster/olm/cert-manager plus cert-manager's CRDs from
 # its Go module) is an image of its own that OLM unpacks as it does any.
 # Usage: hack/localcluster/community-catalog.sh IMAGES OPM OPM_IMAGE

@@ -1,9 +1,10 @@
 // Package olmlive installs the operator as OperatorHub users do, through
 // the real Operator Lifecycle Manager on the local cluster
-// (hack/localcluster/olm.yaml): a CatalogSource of the catalog image, whose
-// registry Pod runs opm over catalog/; an OperatorGroup and a Subscription;
-// OLM resolving the cert-manager dependency from its community catalog,
-// unpacking both bundles with its Jobs, and installing both CSVs.
+// (hack/localcluster/olm.yaml): cert-manager first, from the community
+// catalog's stand-in; then a CatalogSource of the operator's catalog image,
+// whose registry Pod runs opm over catalog/; OperatorGroups and
+// Subscriptions in both install modes; OLM unpacking the bundles with its
+// Jobs and installing the CSVs; an uninstall, a reinstall and an upgrade.
 //
 // It runs after the other suites of the cluster lane: TestMain removes what
 // they installed directly (the operator from config/default, cert-manager

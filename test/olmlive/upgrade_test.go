@@ -60,49 +60,44 @@ func release(t *testing.T, version string) string {
 	return "ghcr.io/etcd-operator/etcd-operator-catalog:v" + version
 }
 
-// memberPods are the UIDs and restart counts of a cluster's member Pods.
-func memberPods(ctx context.Context, t *testing.T, c *etcdv1alpha1.EtcdCluster) map[string]string {
-	t.Helper()
-	pods := &corev1.PodList{}
-	if err := k8sClient.List(ctx, pods, client.InNamespace(c.Namespace), client.MatchingLabels{etcdv1alpha1.LabelCluster: c.Name}); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, p := range pods.Items {
-		restarts := int32(0)
-		for _, cs := range p.Status.ContainerStatuses {
-			restarts += cs.RestartCount
-		}
-		out[p.Name] = fmt.Sprintf("%s, %d restarts", p.UID, restarts)
-	}
-	return out
-}
+// unknownEtcdImage is an etcd image no node has: members given it never
+// start.
+const unknownEtcdImage = "quay.io/coreos/etcd:v3.6.99"
 
 // upgradeWaitsForARoll: with a roll of a user's cluster in progress (to an
 // etcd image no node has, so it cannot end by itself), a new release in the
 // catalog is held by OLM: the operator says Upgradeable=False, the new CSV
 // stays Pending and the old one runs. Once the user puts the image back and
-// the roll ends, OLM upgrades the operator by itself; the cluster's members
-// were never restarted by the upgrade.
-func upgradeWaitsForARoll(ctx context.Context, t *testing.T, csv0 string, cluster *etcdv1alpha1.EtcdCluster) {
+// the roll ends, OLM upgrades the operator by itself. A writer runs on the
+// rolled cluster and on another one throughout: no acknowledged write is
+// lost; the other cluster is Ready throughout, the rolled one from the end
+// of its roll; no member is restarted by the upgrade.
+func upgradeWaitsForARoll(ctx context.Context, t *testing.T, csv0 string, rolled, other *etcdv1alpha1.EtcdCluster) {
 	catalog1 := release(t, "0.2.0")
 	csv1 := "etcd-operator.v0.2.0"
+	ns := "etcd-operator"
+
+	rolledCli, otherCli := etcdClient(ctx, t, rolled), etcdClient(ctx, t, other)
+	finishRolled := support.StartWriter(ctx, t, rolledCli)
+	finishOther := support.StartWriter(ctx, t, otherCli)
+	otherReady := readyWatch(ctx, other)
+	otherPods := memberPods(ctx, t, other)
 
 	// The image the cluster's members run: it was created without one.
 	goodImage := builder.DefaultEtcdImage
 	setImage := func(image string) {
 		t.Helper()
-		patch := client.MergeFrom(cluster.DeepCopy())
-		cluster.Spec.PodTemplate.Spec.Containers = []corev1.Container{{Name: "etcd", Image: image}}
-		if err := k8sClient.Patch(ctx, cluster, patch); err != nil {
+		patch := client.MergeFrom(rolled.DeepCopy())
+		rolled.Spec.PodTemplate.Spec.Containers = []corev1.Container{{Name: "etcd", Image: image}}
+		if err := k8sClient.Patch(ctx, rolled, patch); err != nil {
 			t.Fatal(err)
 		}
 	}
-	setImage("quay.io/coreos/etcd:v3.6.99")
-	support.Eventually(t, 2*time.Minute, "Upgradeable False, naming the rolling cluster", upgradeable(ctx, csv0, metav1.ConditionFalse, cluster.Namespace+"/"+cluster.Name))
+	setImage(unknownEtcdImage)
+	support.Eventually(t, 2*time.Minute, "Upgradeable False, naming the rolling cluster", upgradeable(ctx, csv0, metav1.ConditionFalse, rolled.Namespace+"/"+rolled.Name))
 
 	cs := &operatorsv1alpha1.CatalogSource{}
-	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: "olm", Name: "etcd-operator"}, cs); err != nil {
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: catalogNamespace, Name: "etcd-operator"}, cs); err != nil {
 		t.Fatal(err)
 	}
 	patch := client.MergeFrom(cs.DeepCopy())
@@ -113,7 +108,7 @@ func upgradeWaitsForARoll(ctx context.Context, t *testing.T, csv0 string, cluste
 	published := time.Now()
 	support.Eventually(t, 5*time.Minute, "OLM to hold "+csv1+" Pending because the operator is not upgradeable", func() error {
 		next := &operatorsv1alpha1.ClusterServiceVersion{}
-		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: csv1}, next); err != nil {
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: csv1}, next); err != nil {
 			return err
 		}
 		if next.Status.Phase != operatorsv1alpha1.CSVPhasePending || next.Status.Reason != "OperatorConditionNotUpgradeable" {
@@ -127,7 +122,7 @@ func upgradeWaitsForARoll(ctx context.Context, t *testing.T, csv0 string, cluste
 	time.Sleep(15 * time.Second)
 	held, old := &operatorsv1alpha1.ClusterServiceVersion{}, &operatorsv1alpha1.ClusterServiceVersion{}
 	for name, c := range map[string]*operatorsv1alpha1.ClusterServiceVersion{csv0: old, csv1: held} {
-		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: name}, c); err != nil {
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, c); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -138,7 +133,7 @@ func upgradeWaitsForARoll(ctx context.Context, t *testing.T, csv0 string, cluste
 		t.Fatalf("during the roll, CSV %s is %s (%s), want Succeeded or Replacing", csv0, old.Status.Phase, old.Status.Message)
 	}
 	deploy := &appsv1.Deployment{}
-	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "etcd-operator-controller-manager"}, deploy); err != nil {
+	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: deploymentName}, deploy); err != nil {
 		t.Fatal(err)
 	}
 	if deploy.Status.AvailableReplicas != 1 || !strings.Contains(deploy.Spec.Template.Spec.Containers[0].Image, ":v0.1.0") {
@@ -147,44 +142,52 @@ func upgradeWaitsForARoll(ctx context.Context, t *testing.T, csv0 string, cluste
 
 	setImage(goodImage)
 	support.Eventually(t, 3*time.Minute, "the roll to end: the cluster Ready with every member at "+goodImage, func() error {
-		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(rolled), rolled); err != nil {
 			return err
 		}
 		// Ready with every member updated, and the surge member that could
 		// not start gone: no step left (Progressing False).
-		if !clusterReady(cluster) || cluster.Status.UpdatedReplicas != *cluster.Spec.Replicas || meta.IsStatusConditionTrue(cluster.Status.Conditions, etcdv1alpha1.ConditionProgressing) {
-			return fmt.Errorf("updated %d of %d; conditions %+v", cluster.Status.UpdatedReplicas, *cluster.Spec.Replicas, cluster.Status.Conditions)
+		if !clusterReady(rolled) || rolled.Status.UpdatedReplicas != *rolled.Spec.Replicas || meta.IsStatusConditionTrue(rolled.Status.Conditions, etcdv1alpha1.ConditionProgressing) {
+			return fmt.Errorf("updated %d of %d; conditions %+v", rolled.Status.UpdatedReplicas, *rolled.Spec.Replicas, rolled.Status.Conditions)
 		}
-		if pods := memberPods(ctx, t, cluster); len(pods) != int(*cluster.Spec.Replicas) {
+		if pods := memberPods(ctx, t, rolled); len(pods) != int(*rolled.Spec.Replicas) {
 			return fmt.Errorf("member Pods %v", pods)
 		}
 		return nil
 	})
-	before := memberPods(ctx, t, cluster)
+	rolledPods := memberPods(ctx, t, rolled)
+	rolledReady := readyWatch(ctx, rolled)
 	ended := time.Now()
 	support.Eventually(t, 5*time.Minute, "OLM to upgrade the operator to "+csv1, func() error {
 		next := &operatorsv1alpha1.ClusterServiceVersion{}
-		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: csv1}, next); err != nil {
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: csv1}, next); err != nil {
 			return err
 		}
 		if next.Status.Phase != operatorsv1alpha1.CSVPhaseSucceeded {
 			return fmt.Errorf("CSV %s is %s (%s): %s", csv1, next.Status.Phase, next.Status.Reason, next.Status.Message)
 		}
 		old := &operatorsv1alpha1.ClusterServiceVersion{}
-		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: csv0}, old); err == nil {
+		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: csv0}, old); err == nil {
 			return fmt.Errorf("CSV %s is still there (%s)", csv0, old.Status.Phase)
 		}
 		return nil
 	})
 	t.Logf("%s Succeeded %s after the roll ended", csv1, time.Since(ended).Round(100*time.Millisecond))
 	support.Eventually(t, time.Minute, "the new operator to say it is upgradeable", upgradeable(ctx, csv1, metav1.ConditionTrue, "No EtcdCluster is changing"))
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
-		t.Fatal(err)
+	// The new operator has reconciled both clusters: let the writers and
+	// the watches run a little longer under it.
+	time.Sleep(10 * time.Second)
+	if err := otherReady(); err != nil {
+		t.Errorf("during the upgrade, %v", err)
 	}
-	if !clusterReady(cluster) {
-		t.Errorf("after the upgrade the cluster is not Ready: %+v", cluster.Status.Conditions)
+	if err := rolledReady(); err != nil {
+		t.Errorf("from the end of the roll, %v", err)
 	}
-	if after := memberPods(ctx, t, cluster); !maps.Equal(before, after) {
-		t.Errorf("the upgrade restarted members: before %v, after %v", before, after)
+	finishRolled()
+	finishOther()
+	for c, before := range map[*etcdv1alpha1.EtcdCluster]map[string]string{rolled: rolledPods, other: otherPods} {
+		if after := memberPods(ctx, t, c); !maps.Equal(before, after) {
+			t.Errorf("the upgrade restarted members of %s/%s: before %v, after %v", c.Namespace, c.Name, before, after)
+		}
 	}
 }
