@@ -423,7 +423,7 @@ func TestLongDefragmentation(t *testing.T) {
 	}
 	t.Logf("wrote 256 MiB in %s", time.Since(start).Round(time.Second))
 
-	ids := memberIDs(ctx, t, cli)
+	ids := support.MemberIDs(ctx, t, cli)
 	status, err := cli.Status(ctx, cli.Endpoints()[0])
 	if err != nil {
 		t.Fatal(err)
@@ -529,7 +529,7 @@ func TestLongDefragmentation(t *testing.T) {
 	if v, ok := after.Annotations[etcdv1alpha1.AnnotationDefragmenting]; ok {
 		t.Errorf("%s is still marked defragmenting (%s)", follower, v)
 	}
-	if got := memberIDs(ctx, t, cli); fmt.Sprint(got) != fmt.Sprint(ids) {
+	if got := support.MemberIDs(ctx, t, cli); fmt.Sprint(got) != fmt.Sprint(ids) {
 		t.Errorf("members %v after the defragmentation, %v before", got, ids)
 	}
 	awaitReady(ctx, t, key, 3)

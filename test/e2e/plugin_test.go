@@ -67,7 +67,7 @@ func TestPluginMoveLeaderAndDefrag(t *testing.T) {
 	cluster := newHealthCluster(ctx, t, "steer", nil)
 	key := client.ObjectKeyFromObject(cluster)
 	cli := etcdClient(ctx, t, key.Namespace, key.Name)
-	ids := memberIDs(ctx, t, cli)
+	ids := support.MemberIDs(ctx, t, cli)
 	leader := func() (uint64, error) {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()

@@ -21,20 +21,6 @@ import (
 	"github.com/etcd-operator/etcd-operator/test/support"
 )
 
-// memberIDs maps member names to IDs, from etcd.
-func memberIDs(ctx context.Context, t *testing.T, cli *clientv3.Client) map[string]uint64 {
-	t.Helper()
-	resp, err := cli.MemberList(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := map[string]uint64{}
-	for _, m := range resp.Members {
-		ids[m.Name] = m.ID
-	}
-	return ids
-}
-
 func podReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
@@ -148,7 +134,7 @@ func TestLostZone(t *testing.T) {
 		harm(ctx, t, v, stopNode)
 	}
 	support.Eventually(t, 5*time.Minute, "the cluster to return to 5 healthy members without the lost ones", func() error {
-		ids := memberIDs(ctx, t, cli)
+		ids := support.MemberIDs(ctx, t, cli)
 		if len(ids) != 5 {
 			return fmt.Errorf("members %v", ids)
 		}
@@ -221,7 +207,7 @@ func harmAndAwaitComeback(t *testing.T, name string, storage etcdv1alpha1.Storag
 	if _, err := cli.Put(ctx, "/e2e/kept", "yes"); err != nil {
 		t.Fatal(err)
 	}
-	before := memberIDs(ctx, t, cli)
+	before := support.MemberIDs(ctx, t, cli)
 	finish := support.StartWriter(ctx, t, cli)
 	victim := pickVictim(ctx, t, ns, name, f == stopNode)
 	if f == wipeFounder {
@@ -234,7 +220,7 @@ func harmAndAwaitComeback(t *testing.T, name string, storage etcdv1alpha1.Storag
 	start := time.Now()
 	harm(ctx, t, victim, f)
 	support.Eventually(t, 4*time.Minute, "the cluster to return to 3 healthy members", func() error {
-		ids := memberIDs(ctx, t, cli)
+		ids := support.MemberIDs(ctx, t, cli)
 		if len(ids) != 3 {
 			return fmt.Errorf("members %v", ids)
 		}
@@ -408,7 +394,7 @@ func awaitResynced(ctx context.Context, t *testing.T, cli *clientv3.Client, memb
 	t.Helper()
 	outcome := ""
 	support.Eventually(t, 2*time.Minute, member.Name+" to hold "+key+" itself or be replaced", func() error {
-		if got, back := memberIDs(ctx, t, cli)[member.Name]; !back || got != id {
+		if got, back := support.MemberIDs(ctx, t, cli)[member.Name]; !back || got != id {
 			outcome = "was replaced by a new member"
 			return nil
 		}

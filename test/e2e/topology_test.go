@@ -3,12 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,24 +53,10 @@ func awaitReady(ctx context.Context, t *testing.T, key client.ObjectKey, replica
 	return time.Since(start)
 }
 
-// etcdClient connects to the cluster through its client Service's
-// ClusterIP, which the local cluster makes reachable from the host.
+// etcdClient connects to the cluster through its client Service.
 func etcdClient(ctx context.Context, t *testing.T, ns, name string) *clientv3.Client {
 	t.Helper()
-	svc := &corev1.Service{}
-	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
-		t.Fatal(err)
-	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{"http://" + net.JoinHostPort(svc.Spec.ClusterIP, "2379")},
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	return cli
+	return support.EtcdClient(ctx, t, k8sClient, ns, name)
 }
 
 // assertMembers checks etcd's own member list: n started voters, named

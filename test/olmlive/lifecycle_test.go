@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -15,7 +14,6 @@ import (
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	operatorsv2 "github.com/operator-framework/api/pkg/operators/v2"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -107,7 +105,7 @@ func TestOperatorLifecycle(t *testing.T) {
 		if _, err := cli.Put(ctx, "/olm/before-uninstall", "kept"); err != nil {
 			t.Fatal(err)
 		}
-		ids, pods := memberIDs(ctx, t, cli), memberPods(ctx, t, own)
+		ids, pods := support.MemberIDs(ctx, t, cli), memberPods(ctx, t, own)
 		secrets := secretNames(ctx, t, own.Namespace)
 
 		uninstall(ctx, t, first)
@@ -130,7 +128,7 @@ func TestOperatorLifecycle(t *testing.T) {
 		checkRBAC(ctx, t, second)
 		awaitReady(ctx, t, own)
 		awaitReady(ctx, t, outside)
-		if after := memberIDs(ctx, t, cli); !maps.Equal(ids, after) {
+		if after := support.MemberIDs(ctx, t, cli); !maps.Equal(ids, after) {
 			t.Errorf("after the reinstall etcd's members are %v, want %v", after, ids)
 		}
 		if after := memberPods(ctx, t, own); !maps.Equal(pods, after) {
@@ -538,38 +536,10 @@ func readyWatch(ctx context.Context, clusters ...*etcdv1alpha1.EtcdCluster) (sto
 	}
 }
 
-// etcdClient connects to the cluster through its client Service's
-// ClusterIP, which the local cluster makes reachable from the host.
+// etcdClient connects to cluster c through its client Service.
 func etcdClient(ctx context.Context, t *testing.T, c *etcdv1alpha1.EtcdCluster) *clientv3.Client {
 	t.Helper()
-	svc := &corev1.Service{}
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(c), svc); err != nil {
-		t.Fatal(err)
-	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{"http://" + net.JoinHostPort(svc.Spec.ClusterIP, "2379")},
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	return cli
-}
-
-// memberIDs are etcd's members, by name.
-func memberIDs(ctx context.Context, t *testing.T, cli *clientv3.Client) map[string]uint64 {
-	t.Helper()
-	resp, err := cli.MemberList(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := map[string]uint64{}
-	for _, m := range resp.Members {
-		ids[m.Name] = m.ID
-	}
-	return ids
+	return support.EtcdClient(ctx, t, k8sClient, c.Namespace, c.Name)
 }
 
 // memberPods are the UIDs and restart counts of a cluster's member Pods.
