@@ -119,9 +119,7 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 # Suites that run on the local cluster; one package at a time (a fault in
 # one must not hit another), after the other packages. Inside a package the
 # tests that call t.Parallel() run E2E_PARALLEL at once.
-# test/olmlive runs last: it removes the operator and cert-manager the
-# others installed directly, and installs them through OLM.
-CLUSTER_SUITES = ./test/localcluster/... ./test/e2e/... ./test/chaos ./test/olmlive
+CLUSTER_SUITES = ./test/localcluster/... ./test/e2e/... ./test/chaos
 CLUSTER_TEST_FLAGS = -p 1 -parallel $(E2E_PARALLEL) -timeout 60m $(GOTEST_FLAGS)
 # test/olmlive subscribes to VERSION's catalog image and makes the next
 # release with these tools.
@@ -131,6 +129,10 @@ OLM_LIVE_ENV = OLM_CATALOG_IMAGE=$(CATALOG_IMG) OPERATOR_SDK_BIN=$(OPERATOR_SDK)
 # without running it, and the run below finds them in the build cache.
 # A compile error shows here, with the compiler's output.
 compile-tests = $(GO) test -count=1 -exec true $(1) > $(TEST_LOGS)/compile.log || { cat $(TEST_LOGS)/compile.log; exit 1; }
+# The tools only the OLM suites need (OLM's commands, operator-sdk, opm:
+# three modules, each pinning its own Kubernetes). Both lanes of make test
+# ask for them, so one builds them while the other waits on the lock.
+olm-tools = flock $(LOCALBIN)/.olm-tools.lock $(MAKE) --no-print-directory -j1 olm-binaries $(OPERATOR_SDK) $(OPM)
 
 .PHONY: test
 test: manifests generate $(GOTESTSUM) ## Run the unit tests, the API server tests, the local cluster's suite, the e2e suite, the fault campaign's short seed and the real-OLM suite (needs root).
@@ -141,23 +143,29 @@ test: manifests generate $(GOTESTSUM) ## Run the unit tests, the API server test
 # on probes, timers and restarts (their serial part keeps about 10% of two
 # cores busy), so the host lane runs beside them: first the unit, API
 # server and cert-manager tests, while the cluster lane runs the tests that
-# take the whole cluster and leaves the CPU idle; then the OLM tests.
-# Every tool both lanes run is built before either starts (CI builds them
-# in its build step).
+# take the whole cluster and leaves the CPU idle; then it builds the tools
+# only the OLM suites need (niced: the cluster keeps the CPU it asks for)
+# and runs test/olm. (Built first, on a cold cache, the tools pushed the
+# unit tests into the e2e suite's parallel group, at a load average of 15.)
+# The cluster lane ends with test/olmlive, on a local cluster of its own:
+# it installs the operator and cert-manager another way, through OLM.
 .PHONY: test-cluster
-test-cluster: localcluster-binaries olm-binaries local-images $(OPERATOR_SDK) $(KUSTOMIZE) $(GOTESTSUM)
+test-cluster: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM)
 	mkdir -p $(TEST_LOGS)
-	$(call compile-tests,$(CLUSTER_SUITES))
-	$(OLM_LIVE_ENV) hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
+	$(call compile-tests,$(CLUSTER_SUITES) ./test/olmlive)
+	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
 		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/cluster.json -- $(CLUSTER_TEST_FLAGS) $(CLUSTER_SUITES)
+	$(olm-tools)
+	$(MAKE) --no-print-directory test-olm-live
 
 .PHONY: test-host
-test-host: $(ENVTEST_ASSETS) $(CERT_MANAGER_CONTROLLER) $(KUSTOMIZE) $(GOTESTSUM) $(OPERATOR_SDK) $(OPM)
+test-host: $(ENVTEST_ASSETS) $(CERT_MANAGER_CONTROLLER) $(KUSTOMIZE) $(GOTESTSUM)
 	mkdir -p $(TEST_LOGS)
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) KUSTOMIZE_BIN=$(KUSTOMIZE) \
 		$(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/unit.json -- $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e /test/localcluster -e /test/e2e -e '/test/chaos$$' -e /test/olm)
 	cd hack/cert-manager && KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) CERT_MANAGER_CONTROLLER_BIN=$(CERT_MANAGER_CONTROLLER) \
 		$(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/cert-manager.json -- $(GOTEST_FLAGS) ./...
+	nice -n 10 $(olm-tools)
 	OPERATOR_SDK_BIN=$(OPERATOR_SDK) OPM_BIN=$(OPM) KUSTOMIZE_BIN=$(KUSTOMIZE) \
 		$(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/olm.json -- $(GOTEST_FLAGS) ./test/olm/...
 
@@ -183,11 +191,9 @@ chaos: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM) ## Run the randomized fau
 .PHONY: test-tools
 test-tools: $(KUSTOMIZE) $(GOTESTSUM) ## Build the tools every `make test` lane runs (CI builds them with the local cluster's binaries).
 
-.PHONY: print-golangci-lint print-cert-manager print-operator-sdk
+.PHONY: print-golangci-lint print-cert-manager
 print-cert-manager:
 	@echo $(CERT_MANAGER_CONTROLLER)
-print-operator-sdk:
-	@echo $(OPERATOR_SDK)
 print-golangci-lint:
 	@echo $(GOLANGCI_LINT)
 

@@ -6,9 +6,11 @@
 // Subscriptions in both install modes; OLM unpacking the bundles with its
 // Jobs and installing the CSVs; an uninstall, a reinstall and an upgrade.
 //
-// It runs after the other suites of the cluster lane: TestMain removes what
-// they installed directly (the operator from config/default, cert-manager
-// from hack/localcluster/cert-manager.yaml), since OLM installs both here.
+// make test runs it on a local cluster of its own, after the other suites
+// of the cluster lane. On a cluster they ran on, TestMain first removes
+// what they installed directly (the operator from config/default,
+// cert-manager from hack/localcluster/cert-manager.yaml), since OLM
+// installs both here.
 package olmlive
 
 import (
