@@ -322,6 +322,7 @@ func (e containerExecutor) ExecInContainer(ctx context.Context, _, _, _ string, 
 	if err != nil {
 		return err
 	}
+	argv = binPaths(e.node.cfg.BinDir).argv(argv)
 	env, err := processEnv(pid)
 	if err != nil {
 		return fmt.Errorf("reading the container's environment: %w", err)

@@ -204,18 +204,19 @@ func (w *podWorker) startContainer(ctx context.Context, pod *corev1.Pod, c *cont
 		c.setWaiting("CreateContainerConfigError", err.Error())
 		return
 	}
+	bins := binPaths(w.node.cfg.BinDir)
 	spec := shimSpec{
 		Netns:    w.net.netnsPath(),
 		Rootfs:   filepath.Join(w.dir, "rootfs", c.spec.Name),
 		Hostname: podHostname(pod),
 		BinDir:   w.node.cfg.BinDir,
 		Mounts:   mounts,
-		Argv:     argv,
+		Argv:     bins.argv(argv),
 		Env:      mergeEnv(baseEnv(pod, len(img.Binaries) > 0), env),
 		WorkDir:  c.spec.WorkingDir,
 		// Linked whenever the image has binaries: a container's own PATH
 		// may name imageBinDir too.
-		ImageBinaries: img.Binaries,
+		ImageBinaries: bins.binaries(img.Binaries),
 		ImageFiles:    img.Files,
 	}
 	c.markRestart()
@@ -230,7 +231,10 @@ func (w *podWorker) startContainer(ctx context.Context, pod *corev1.Pod, c *cont
 	c.probeCancel = cancel
 	pid := c.pid
 	c.mu.Unlock()
-	target := probeTarget{podIP: w.net.ip, pid: pid, argv: func(cmd []string) ([]string, error) { return img.Argv(cmd, nil, volumes) }}
+	target := probeTarget{podIP: w.net.ip, pid: pid, argv: func(cmd []string) ([]string, error) {
+		argv, err := img.Argv(cmd, nil, volumes)
+		return bins.argv(argv), err
+	}}
 	go runProbes(probeCtx, &c.spec, target, func(kind probeKind, ok bool, msg string) {
 		w.onProbe(pod, c, kind, ok, msg)
 	})

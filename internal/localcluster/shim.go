@@ -19,23 +19,72 @@ const ShimCommand = "shim"
 
 // imageBinDir is where a container finds its image's binaries by name, as
 // in the real image (etcdutl, for a program that execs it): a directory
-// of the container's root with one symlink per binary to its host path
-// (the binaries' directory is bound at its own path), which the node agent
-// puts first on the container's PATH.
+// of the container's root with one symlink per binary to where the
+// container sees it (in containerBinDir), which the node agent puts first
+// on the container's PATH.
 const imageBinDir = "/localcluster-image-bin"
+
+// containerBinDir is where a container sees the binaries' directory
+// (Config.BinDir), read-only: a path of its own rather than the host's,
+// which a volume of the container could hide (OLM's emptyDir at /tmp, with
+// the repository cloned under /tmp).
+const containerBinDir = "/localcluster-bin"
+
+// binPaths is the host's binaries' directory; its methods give the paths
+// at which a container sees what is in it.
+type binPaths string
+
+// path is where a container sees host path p.
+func (b binPaths) path(p string) string {
+	dir := filepath.Clean(string(b))
+	switch {
+	case b == "":
+		return p
+	case p == dir:
+		return containerBinDir
+	case strings.HasPrefix(p, dir+"/"):
+		return containerBinDir + p[len(dir):]
+	}
+	return p
+}
+
+// argv is argv with each host path in the binaries' directory as the
+// container sees it.
+func (b binPaths) argv(argv []string) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = b.path(a)
+	}
+	return out
+}
+
+// binaries is the image's binaries, each at the path the container sees.
+func (b binPaths) binaries(binaries map[string]string) map[string]string {
+	if binaries == nil {
+		return nil
+	}
+	out := make(map[string]string, len(binaries))
+	for name, p := range binaries {
+		out[name] = b.path(p)
+	}
+	return out
+}
 
 // shimSpec is what the shim needs to become a container.
 type shimSpec struct {
-	Netns    string      `json:"netns"`
-	Rootfs   string      `json:"rootfs"`
-	Hostname string      `json:"hostname"`
-	BinDir   string      `json:"binDir"`
-	Mounts   []shimMount `json:"mounts"`
-	Argv     []string    `json:"argv"`
-	Env      []string    `json:"env"`
-	WorkDir  string      `json:"workDir"`
-	// ImageBinaries are the image's binaries, command name to host path,
-	// linked in imageBinDir.
+	Netns    string `json:"netns"`
+	Rootfs   string `json:"rootfs"`
+	Hostname string `json:"hostname"`
+	// BinDir is the host's binaries' directory, which the container sees
+	// at containerBinDir.
+	BinDir string      `json:"binDir"`
+	Mounts []shimMount `json:"mounts"`
+	// Argv is the command line as the container sees it.
+	Argv    []string `json:"argv"`
+	Env     []string `json:"env"`
+	WorkDir string   `json:"workDir"`
+	// ImageBinaries are the image's binaries, command name to the path
+	// the container sees, linked in imageBinDir.
 	ImageBinaries map[string]string `json:"imageBinaries,omitempty"`
 	// ImageFiles are the image's own files, container path to host path,
 	// copied into the container's root before its volumes are mounted.
@@ -138,14 +187,14 @@ func buildRoot(spec shimSpec) error {
 		}
 	}
 	if spec.BinDir != "" {
-		if err := bindMount(spec.BinDir, filepath.Join(root, spec.BinDir), true); err != nil {
+		if err := bindMount(spec.BinDir, filepath.Join(root, containerBinDir), true); err != nil {
 			return err
 		}
 	}
 	if err := linkImageBinaries(filepath.Join(root, imageBinDir), spec.ImageBinaries); err != nil {
 		return err
 	}
-	files, err := layerOverHost(root, spec.ImageFiles)
+	files, err := layerOverHost(root, spec.ImageFiles, binPaths(spec.BinDir))
 	if err != nil {
 		return err
 	}
@@ -169,9 +218,9 @@ const imageLayersDir = "/localcluster-image-layers"
 // layerOverHost puts the image's files that lie in a directory bound from
 // the host (OLM's /bin/cpb, which its bundle unpack Jobs copy by path)
 // over that directory: it becomes a read-only overlay of a directory
-// holding a link to each file's host path (in the binaries' directory,
-// bound at its own path) over the host's. It returns the other files.
-func layerOverHost(root string, files map[string]string) (map[string]string, error) {
+// holding a link to each file (in the binaries' directory, at the path the
+// container sees) over the host's. It returns the other files.
+func layerOverHost(root string, files map[string]string, bins binPaths) (map[string]string, error) {
 	rest := map[string]string{}
 	layers := map[string]bool{}
 	for target, source := range files {
@@ -184,7 +233,7 @@ func layerOverHost(root string, files map[string]string) (map[string]string, err
 		if err := os.MkdirAll(layer, 0o755); err != nil {
 			return nil, err
 		}
-		if err := os.Symlink(source, filepath.Join(layer, filepath.Base(target))); err != nil {
+		if err := os.Symlink(bins.path(source), filepath.Join(layer, filepath.Base(target))); err != nil {
 			return nil, fmt.Errorf("laying the image's %s over the host's %s: %w", target, dir, err)
 		}
 		layers[dir] = true

@@ -54,3 +54,31 @@ func TestLinkImageBinariesRefusesPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestBinPaths: a container sees the binaries' directory at a path of its
+// own, which no volume hides; other paths are its own.
+func TestBinPaths(t *testing.T) {
+	bins := binPaths("/tmp/clone/bin/")
+	for in, want := range map[string]string{
+		"/tmp/clone/bin":                  containerBinDir,
+		"/tmp/clone/bin/etcd-v3.6.16":     containerBinDir + "/etcd-v3.6.16",
+		"/tmp/clone/bin/olm-v0.38.0/cpb":  containerBinDir + "/olm-v0.38.0/cpb",
+		"/tmp/clone/binaries/etcd":        "/tmp/clone/binaries/etcd",
+		"/tmp/tools/versions":             "/tmp/tools/versions",
+		"--data-dir=/tmp/clone/bin/other": "--data-dir=/tmp/clone/bin/other",
+	} {
+		if got := bins.path(in); got != want {
+			t.Errorf("path(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := binPaths("").path("/tmp/clone/bin/etcd"); got != "/tmp/clone/bin/etcd" {
+		t.Errorf("with no binaries' directory, path = %q", got)
+	}
+	argv := []string{"/tmp/clone/bin/etcd-v3.6.16", "--name", "m0"}
+	if got := bins.argv(argv); got[0] != containerBinDir+"/etcd-v3.6.16" || got[1] != "--name" || argv[0] != "/tmp/clone/bin/etcd-v3.6.16" {
+		t.Errorf("argv(%v) = %v (and the input became %v)", argv, got, argv)
+	}
+	if got := bins.binaries(map[string]string{"etcdctl": "/tmp/clone/bin/etcdctl-v3.6.16"}); got["etcdctl"] != containerBinDir+"/etcdctl-v3.6.16" {
+		t.Errorf("binaries = %v", got)
+	}
+}

@@ -3,6 +3,8 @@ package localcluster_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +19,9 @@ import (
 // emptyDir), and the image's binaries are on the container's PATH by name,
 // as in the real image (that program execs etcdutl). A command path that
 // is in no volume and no binary of the image keeps the container waiting,
-// its message naming the path.
+// its message naming the path. A volume mounted over the directory the
+// repository's binaries are in on the host (an emptyDir at /tmp, as OLM's
+// Pods have, with the repository cloned under /tmp) hides none of them.
 func TestCommandFromAVolume(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -38,18 +42,27 @@ chmod +x /tools/versions`
 		command, args []string
 		wantLog       []string // lines of a run that succeeded
 		wantWaiting   string   // a part of the RunContainerError message
+		overBinaries  bool     // a volume at the top directory of the host's bin/
 	}{
-		{"command-in-the-volume", []string{"/tools/versions"}, nil, versions, ""},
-		{"first-arg-in-the-volume", nil, []string{"/tools/versions"}, versions, ""},
+		{"command-in-the-volume", []string{"/tools/versions"}, nil, versions, "", false},
+		{"volume-over-the-binaries", []string{"/tools/versions"}, nil, versions, "", true},
+		{"first-arg-in-the-volume", nil, []string{"/tools/versions"}, versions, "", false},
 		{
 			"command-in-no-volume", []string{"/elsewhere/versions"}, nil, nil,
-			`command "/elsewhere/versions" is not in image "quay.io/coreos/etcd:v3.6.16", which has only etcd, etcdctl, etcdutl in the local cluster, nor in a volume of the container`,
+			`command "/elsewhere/versions" is not in image "quay.io/coreos/etcd:v3.6.16", which has only etcd, etcdctl, etcdutl in the local cluster, nor in a volume of the container`, false,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			tools := []corev1.VolumeMount{{Name: "tools", MountPath: "/tools"}}
+			volumes := []corev1.Volume{{Name: "tools", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+			mounts := tools
+			if tt.overBinaries {
+				top := "/" + strings.Split(strings.TrimPrefix(filepath.Join(repoRoot, "bin"), "/"), "/")[0]
+				mounts = append(slices.Clone(tools), corev1.VolumeMount{Name: "over", MountPath: top})
+				volumes = append(volumes, corev1.Volume{Name: "over", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+			}
 			pod := &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Name: tt.name},
 				Spec: corev1.PodSpec{
@@ -59,9 +72,9 @@ chmod +x /tools/versions`
 						Name: "tools", Image: "busybox:1.36", Command: []string{"sh", "-c", writeScript}, VolumeMounts: tools,
 					}},
 					Containers: []corev1.Container{{
-						Name: "main", Image: "quay.io/coreos/etcd:v3.6.16", Command: tt.command, Args: tt.args, VolumeMounts: tools,
+						Name: "main", Image: "quay.io/coreos/etcd:v3.6.16", Command: tt.command, Args: tt.args, VolumeMounts: mounts,
 					}},
-					Volumes: []corev1.Volume{{Name: "tools", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+					Volumes: volumes,
 				},
 			}
 			if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
