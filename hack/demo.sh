@@ -83,10 +83,14 @@ echo "== etcd's own view, through the client Service ($endpoint)"
 "$etcdctl" --endpoints "$endpoint" put /demo/hello world >/dev/null
 "$etcdctl" --endpoints "$endpoint" get /demo/hello
 
+installed="from config/"
+if [ -n "$catalog_image" ]; then
+  installed="by OLM from $catalog_image"
+fi
 cat <<EOT
 
 A real 3-member etcd cluster runs on the local cluster, managed by the
-operator installed ${catalog_image:+by OLM from $catalog_image}${catalog_image:-from config/}.
+operator installed $installed.
 
   export KUBECONFIG=$KUBECONFIG
   $kubectl get etcdclusters,pods -A
