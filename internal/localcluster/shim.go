@@ -25,9 +25,10 @@ const ShimCommand = "shim"
 const imageBinDir = "/localcluster-image-bin"
 
 // containerBinDir is where a container sees the binaries' directory
-// (Config.BinDir), read-only: a path of its own rather than the host's,
-// which a volume of the container could hide (OLM's emptyDir at /tmp, with
-// the repository cloned under /tmp).
+// (Config.BinDir), read-only, and where the node agent runs them from: a
+// path of its own, which no volume of the container hides, as one can
+// hide the host's path (OLM's emptyDir at /tmp, with the repository cloned
+// under /tmp).
 const containerBinDir = "/localcluster-bin"
 
 // binPaths is the host's binaries' directory; its methods give the paths
@@ -187,8 +188,13 @@ func buildRoot(spec shimSpec) error {
 		}
 	}
 	if spec.BinDir != "" {
-		if err := bindMount(spec.BinDir, filepath.Join(root, containerBinDir), true); err != nil {
-			return err
+		// Also at its host path, for command lines written with it (a
+		// test running bin/etcdctl-vX.Y.Z in a busybox Pod); a volume may
+		// hide that one.
+		for _, at := range []string{containerBinDir, spec.BinDir} {
+			if err := bindMount(spec.BinDir, filepath.Join(root, at), true); err != nil {
+				return err
+			}
 		}
 	}
 	if err := linkImageBinaries(filepath.Join(root, imageBinDir), spec.ImageBinaries); err != nil {
