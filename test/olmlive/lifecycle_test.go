@@ -2,6 +2,7 @@ package olmlive
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -451,9 +452,11 @@ func uninstall(ctx context.Context, t *testing.T, in install) {
 		}
 	}
 	support.Eventually(t, 2*time.Minute, "the operator's Deployment and Pods to go", func() error {
-		err := k8sClient.Get(ctx, client.ObjectKey{Namespace: in.namespace, Name: deploymentName}, &appsv1.Deployment{})
-		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the Deployment: %v", err)
+		switch err := k8sClient.Get(ctx, client.ObjectKey{Namespace: in.namespace, Name: deploymentName}, &appsv1.Deployment{}); {
+		case err == nil:
+			return errors.New("the Deployment is still there")
+		case !apierrors.IsNotFound(err):
+			return err
 		}
 		pods := &corev1.PodList{}
 		if err := k8sClient.List(ctx, pods, client.InNamespace(in.namespace), client.MatchingLabels{"control-plane": "controller-manager"}); err != nil {
