@@ -129,9 +129,9 @@ OLM_LIVE_ENV = OLM_CATALOG_IMAGE=$(CATALOG_IMG) OPERATOR_SDK_BIN=$(OPERATOR_SDK)
 # without running it, and the run below finds them in the build cache.
 # A compile error shows here, with the compiler's output.
 compile-tests = $(GO) test -count=1 -exec true $(1) > $(TEST_LOGS)/compile.log || { cat $(TEST_LOGS)/compile.log; exit 1; }
-# The tools only the OLM suites need (OLM's commands, operator-sdk, opm:
-# three modules, each pinning its own Kubernetes). Both lanes of make test
-# ask for them, so one builds them while the other waits on the lock.
+# The tools only the OLM suites need (OLM's commands, operator-sdk, opm,
+# grpc_health_probe). Both lanes of make test ask for them, so one builds
+# them while the other waits on the lock.
 olm-tools = flock $(LOCALBIN)/.olm-tools.lock $(MAKE) --no-print-directory -j1 olm-binaries $(OPERATOR_SDK) $(OPM)
 
 .PHONY: test
@@ -143,7 +143,10 @@ test: manifests generate $(GOTESTSUM) ## Run the unit tests, the API server test
 # on probes, timers and restarts (their serial part keeps about 10% of two
 # cores busy), so the host lane runs beside them: first the unit, API
 # server and cert-manager tests, while the cluster lane runs the tests that
-# take the whole cluster and leaves the CPU idle; then it builds the tools
+# take the whole cluster and leaves the CPU idle (niced: the cluster lane
+# first compiles its suites, and the cluster suites start sooner when that
+# compile gets the cores; the unit tests then find most of their packages
+# compiled); then it builds the tools
 # only the OLM suites need (niced: the cluster keeps the CPU it asks for)
 # and runs test/olm. (Built first, on a cold cache, the tools pushed the
 # unit tests into the e2e suite's parallel group, at a load average of 15.)
@@ -162,9 +165,9 @@ test-cluster: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM)
 test-host: $(ENVTEST_ASSETS) $(CERT_MANAGER_CONTROLLER) $(KUSTOMIZE) $(GOTESTSUM)
 	mkdir -p $(TEST_LOGS)
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) KUSTOMIZE_BIN=$(KUSTOMIZE) \
-		$(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/unit.json -- $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e /test/localcluster -e /test/e2e -e '/test/chaos$$' -e /test/olm)
+		nice -n 5 $(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/unit.json -- $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e /test/localcluster -e /test/e2e -e '/test/chaos$$' -e /test/olm)
 	cd hack/cert-manager && KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) CERT_MANAGER_CONTROLLER_BIN=$(CERT_MANAGER_CONTROLLER) \
-		$(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/cert-manager.json -- $(GOTEST_FLAGS) ./...
+		nice -n 5 $(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/cert-manager.json -- $(GOTEST_FLAGS) ./...
 	nice -n 10 $(olm-tools)
 	OPERATOR_SDK_BIN=$(OPERATOR_SDK) OPM_BIN=$(OPM) KUSTOMIZE_BIN=$(KUSTOMIZE) \
 		$(GOTESTSUM) --format pkgname --jsonfile $(TEST_LOGS)/olm.json -- $(GOTEST_FLAGS) ./test/olm/...
@@ -295,38 +298,35 @@ $(GOLANGCI_LINT): | $(LOCALBIN)
 	GOBIN=$(LOCALBIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(LOCALBIN)/golangci-lint $@
 
-# operator-sdk cannot be `go install`ed (the proxy will not list its
-# versions); hack/tools/operator-sdk requires the exact version. The ldflags
-# are those of its own Makefile; ImageVersion picks the scorecard image tag.
-OPERATOR_SDK_PKG = github.com/operator-framework/operator-sdk
-$(OPERATOR_SDK): hack/tools/operator-sdk/go.mod | $(LOCALBIN)
-	cd hack/tools/operator-sdk && $(GO) build -tags=containers_image_openpgp -o $@ \
-		-ldflags "-s -w \
-		-X '$(OPERATOR_SDK_PKG)/internal/version.Version=$(OPERATOR_SDK_VERSION)' \
-		-X '$(OPERATOR_SDK_PKG)/internal/version.GitVersion=$(OPERATOR_SDK_VERSION)' \
-		-X '$(OPERATOR_SDK_PKG)/internal/version.KubernetesVersion=v1.33.1' \
-		-X '$(OPERATOR_SDK_PKG)/internal/version.ImageVersion=$(OPERATOR_SDK_VERSION)'" \
-		$(OPERATOR_SDK_PKG)/cmd/operator-sdk
-
-OPM_PKG = github.com/operator-framework/operator-registry
-$(OPM): hack/tools/opm/go.mod | $(LOCALBIN)
-	cd hack/tools/opm && $(GO) build -tags=json1,containers_image_openpgp -o $@ \
-		-ldflags "-s -w -X '$(OPM_PKG)/cmd/opm/version.opmVersion=$(OPM_VERSION)'" \
-		$(OPM_PKG)/cmd/opm
-
-# OLM's commands, from hack/tools/olm: the olm and catalog operators, and
-# copy-content and cpb, which the Pods and Jobs they make run. One go build
-# for all four: they share most of their packages. Flags and tags as in
-# OLM's own Makefile.
+# The Operator Framework tools, from hack/tools/operator-framework (the proxy
+# will not list their versions; that module requires the exact ones): OLM's
+# commands (the olm and catalog operators, and copy-content and cpb, which
+# the Pods and Jobs they make run), opm and operator-sdk. One go build for
+# the six: they share most of their packages, and the Kubernetes libraries
+# with the Kubernetes build. Tags and version flags as in their own
+# Makefiles; a -X for a package a binary does not link is ignored. No cgo:
+# opm then leaves out only its deprecated SQLite index commands.
 OLM_PKG = github.com/operator-framework/operator-lifecycle-manager
+OPM_PKG = github.com/operator-framework/operator-registry
+OPERATOR_SDK_PKG = github.com/operator-framework/operator-sdk
 OLM_DIR ?= $(LOCALBIN)/olm-$(OLM_VERSION)
 OLM_BINARIES = $(addprefix $(OLM_DIR)/,olm catalog copy-content cpb)
-$(OLM_BINARIES) &: hack/tools/olm/go.mod | $(LOCALBIN)
-	rm -rf $(OLM_DIR).tmp
-	cd hack/tools/olm && CGO_ENABLED=0 $(GO) build -tags=json1 -o $(OLM_DIR).tmp/ \
-		-ldflags "-s -w -X '$(OLM_PKG)/pkg/version.OLMVersion=$(OLM_VERSION:v%=%)' -X '$(OLM_PKG)/pkg/version.GitCommit=$(OLM_VERSION)'" \
-		$(OLM_PKG)/cmd/olm $(OLM_PKG)/cmd/catalog $(OLM_PKG)/cmd/copy-content $(OLM_PKG)/util/cpb
-	rm -rf $(OLM_DIR) && mv $(OLM_DIR).tmp $(OLM_DIR)
+OPERATOR_FRAMEWORK_TMP = $(LOCALBIN)/operator-framework.tmp
+$(OLM_BINARIES) $(OPM) $(OPERATOR_SDK) &: hack/tools/operator-framework/go.mod | $(LOCALBIN)
+	rm -rf $(OPERATOR_FRAMEWORK_TMP)
+	cd hack/tools/operator-framework && CGO_ENABLED=0 $(GO) build -tags=json1,containers_image_openpgp -o $(OPERATOR_FRAMEWORK_TMP)/ \
+		-ldflags "-s -w \
+		-X '$(OLM_PKG)/pkg/version.OLMVersion=$(OLM_VERSION:v%=%)' -X '$(OLM_PKG)/pkg/version.GitCommit=$(OLM_VERSION)' \
+		-X '$(OPM_PKG)/cmd/opm/version.opmVersion=$(OPM_VERSION)' \
+		-X '$(OPERATOR_SDK_PKG)/internal/version.Version=$(OPERATOR_SDK_VERSION)' \
+		-X '$(OPERATOR_SDK_PKG)/internal/version.GitVersion=$(OPERATOR_SDK_VERSION)' \
+		-X '$(OPERATOR_SDK_PKG)/internal/version.KubernetesVersion=$(KUBERNETES_VERSION)' \
+		-X '$(OPERATOR_SDK_PKG)/internal/version.ImageVersion=$(OPERATOR_SDK_VERSION)'" \
+		$(OLM_PKG)/cmd/olm $(OLM_PKG)/cmd/catalog $(OLM_PKG)/cmd/copy-content $(OLM_PKG)/util/cpb \
+		$(OPM_PKG)/cmd/opm $(OPERATOR_SDK_PKG)/cmd/operator-sdk
+	mv $(OPERATOR_FRAMEWORK_TMP)/opm $(OPM)
+	mv $(OPERATOR_FRAMEWORK_TMP)/operator-sdk $(OPERATOR_SDK)
+	rm -rf $(OLM_DIR) && mv $(OPERATOR_FRAMEWORK_TMP) $(OLM_DIR)
 
 GRPC_HEALTH_PROBE ?= $(LOCALBIN)/grpc_health_probe-$(GRPC_HEALTH_PROBE_VERSION)
 $(GRPC_HEALTH_PROBE): hack/tools/grpc-health-probe/go.mod | $(LOCALBIN)

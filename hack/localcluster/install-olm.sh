@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Operator Lifecycle Manager on the cluster in $KUBECONFIG: its
-# CRDs from the OLM Go module (hack/tools/olm), then
+# CRDs from the OLM Go module (hack/tools/operator-framework), then
 # hack/localcluster/olm.yaml, and waits until the olm and catalog operators
 # run. Running it again changes nothing.
 # Usage: hack/localcluster/install-olm.sh KUBECTL
 set -euo pipefail
 kubectl=$1
 here=$(cd "$(dirname "$0")" && pwd)
-crds=$(cd "$here/../tools/olm" && go list -m -f '{{.Dir}}' github.com/operator-framework/operator-lifecycle-manager)/deploy/chart/crds
+crds=$(cd "$here/../tools/operator-framework" && go list -m -f '{{.Dir}}' github.com/operator-framework/operator-lifecycle-manager)/deploy/chart/crds
 for f in "$crds"/*.yaml; do
   "$kubectl" apply --server-side --force-conflicts -f "$f" >/dev/null
 done

@@ -75,10 +75,15 @@ func TestMain(m *testing.M) {
 // the cert-manager controller they ran, as a user moving to OLM would.
 func removeDirectInstalls(e *support.Env) error {
 	// The objects with finalizers first, while the operator still runs to
-	// remove them: tenants before the clusters they live in.
+	// remove them: tenants before the clusters they live in. A kind whose
+	// CRD is not there (a fresh cluster) has none; asking kubectl to delete
+	// it would fail, or pass only on a discovery cache left by an earlier
+	// cluster at the same address.
 	script := fmt.Sprintf(`set -euo pipefail
 for kind in etcdtenants etcdbackupschedules etcdbackups etcdclusters; do
-  %[1]s delete "$kind" --all --all-namespaces --ignore-not-found --wait=true --timeout=3m >/dev/null
+  if %[1]s get crd "$kind.etcd.aenix.io" >/dev/null 2>&1; then
+    %[1]s delete "$kind" --all --all-namespaces --ignore-not-found --wait=true --timeout=3m >/dev/null
+  fi
 done
 %[2]s build %[3]s/config/default | %[1]s delete --ignore-not-found --wait=true --timeout=5m -f - >/dev/null
 %[1]s delete namespace cert-manager --ignore-not-found --wait=true --timeout=3m >/dev/null`,
