@@ -72,6 +72,11 @@ CERT_MANAGER_CONTROLLER ?= $(LOCALBIN)/cert-manager-controller-$(CERT_MANAGER_VE
 ETCD_MEMBER_VERSIONS ?= v3.6.16 v3.5.21 v3.5.12
 LOCALCLUSTER ?= $(LOCALBIN)/localcluster
 LOCALCLUSTER_STATE ?= $(CURDIR)/.localcluster
+# Which of the machine's local-cluster networks it runs on (`localcluster
+# up --network`): clusters on different networks run side by side.
+LOCALCLUSTER_NETWORK ?= 0
+# make test's second cluster, beside the first.
+LOCALCLUSTER_1 = LOCALCLUSTER_STATE=$(CURDIR)/.localcluster-1 LOCALCLUSTER_NETWORK=1
 # Five nodes: TestLostZone puts 5 members on nodes of their own and stops two.
 LOCALCLUSTER_NODES ?= 5
 ETCD ?= $(LOCALBIN)/etcd-$(ETCD_VERSION)
@@ -119,47 +124,58 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 # Suites that run on the local cluster; one package at a time (a fault in
 # one must not hit another), after the other packages. Inside a package the
 # tests that call t.Parallel() run E2E_PARALLEL at once.
-CLUSTER_SUITES = ./test/localcluster/... ./test/e2e/... ./test/chaos
+CLUSTER_SUITES = ./test/localcluster/... ./test/e2e/...
 CLUSTER_TEST_FLAGS = -p 1 -parallel $(E2E_PARALLEL) -timeout 60m $(GOTEST_FLAGS)
 # test/olmlive subscribes to VERSION's catalog image and makes the next
 # release with these tools.
 OLM_LIVE_ENV = OLM_CATALOG_IMAGE=$(CATALOG_IMG) OPERATOR_SDK_BIN=$(OPERATOR_SDK) OPM_BIN=$(OPM)
-# `-p 1` also compiles one package at a time, so the suites' test binaries
-# are compiled (and vetted) first on both cores: -exec true links each
-# without running it, and the run below finds them in the build cache.
-# A compile error shows here, with the compiler's output.
-compile-tests = $(GO) test -count=1 -exec true $(1) > $(TEST_LOGS)/compile.log || { cat $(TEST_LOGS)/compile.log; exit 1; }
 # The tools only the OLM suites need (OLM's commands, operator-sdk, opm,
-# grpc_health_probe). Both lanes of make test ask for them, so one builds
+# grpc_health_probe). Two lanes of make test ask for them, so one builds
 # them while the other waits on the lock.
 olm-tools = flock $(LOCALBIN)/.olm-tools.lock $(MAKE) --no-print-directory -j1 olm-binaries $(OPERATOR_SDK) $(OPM)
 
 .PHONY: test
 test: manifests generate $(GOTESTSUM) ## Run the unit tests, the API server tests, the local cluster's suite, the e2e suite, the fault campaign's short seed and the real-OLM suite (needs root).
 	rm -rf $(TEST_LOGS) && mkdir -p $(TEST_LOGS)
-	$(MAKE) --no-print-directory -j2 test-cluster test-host
+	$(MAKE) --no-print-directory -j3 test-cluster test-cluster-1 test-host
 
-# `make test` runs two lanes at once. The local cluster's suites mostly wait
-# on probes, timers and restarts (their serial part keeps about 10% of two
-# cores busy), so the host lane runs beside them: first the unit, API
-# server and cert-manager tests, while the cluster lane runs the tests that
-# take the whole cluster and leaves the CPU idle (niced, so the cluster
-# lane's compile of its suites gets the cores first; one cold run showed no
-# measurable gain: 185 s before the first cluster test, against 174 s and
-# 194 s before); then it builds the tools
-# only the OLM suites need (niced: the cluster keeps the CPU it asks for)
-# and runs test/olm. (Built first, on a cold cache, the tools pushed the
-# unit tests into the e2e suite's parallel group, at a load average of 15.)
-# The cluster lane ends with test/olmlive, on a local cluster of its own:
-# it installs the operator and cert-manager another way, through OLM.
+# `make test` runs three lanes at once. The local clusters' suites mostly
+# wait on probes, timers and restarts (the e2e suite's serial part keeps
+# about 10% of two cores busy), so two clusters, on two networks of the
+# machine, run them side by side, and the host lane runs beside both.
+# - test-cluster (network 0): the local cluster's suite, then the e2e
+#   suite.
+# - test-cluster-1 (network 1): the fault campaign's short seed, then
+#   test/olmlive on a fresh cluster of its own (it installs the operator
+#   and cert-manager another way, through OLM). Alone after the e2e suite
+#   on one cluster, they took 504 s of a cold CI's 1626 s of tests.
+# - test-host: first the unit, API server and cert-manager tests (niced, so
+#   the cluster suites' compile gets the cores first; one cold run showed
+#   no measurable gain: 185 s before the first cluster test, against 174 s
+#   and 194 s before); then it builds the tools only the OLM suites need
+#   (niced: the clusters keep the CPU they ask for) and runs test/olm.
+#   (Built first, on a cold cache, the tools pushed the unit tests into
+#   the e2e suite's parallel group, at a load average of 15.)
 .PHONY: test-cluster
-test-cluster: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM)
-	mkdir -p $(TEST_LOGS)
-	$(call compile-tests,$(CLUSTER_SUITES) ./test/olmlive)
-	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
+test-cluster: compile-cluster-tests localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM)
+	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) $(LOCALCLUSTER_NETWORK) -- \
 		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/cluster.json -- $(CLUSTER_TEST_FLAGS) $(CLUSTER_SUITES)
+
+.PHONY: test-cluster-1
+test-cluster-1: compile-cluster-tests localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM)
+	$(MAKE) --no-print-directory $(LOCALCLUSTER_1) chaos-short
 	$(olm-tools)
-	$(MAKE) --no-print-directory test-olm-live
+	$(MAKE) --no-print-directory $(LOCALCLUSTER_1) test-olm-live
+
+# The suites' test binaries, compiled (and vetted) first on both cores (the
+# runs' `-p 1` also compiles one package at a time): -exec true links each
+# without running it, and the runs find them in the build cache. A compile
+# error shows here, with the compiler's output.
+compile-tests = mkdir -p $(TEST_LOGS) && $(GO) test -count=1 -exec true $(1) > $(TEST_LOGS)/compile.log || { cat $(TEST_LOGS)/compile.log; exit 1; }
+
+.PHONY: compile-cluster-tests
+compile-cluster-tests:
+	$(call compile-tests,$(CLUSTER_SUITES) ./test/chaos ./test/olmlive)
 
 .PHONY: test-host
 test-host: $(ENVTEST_ASSETS) $(CERT_MANAGER_CONTROLLER) $(KUSTOMIZE) $(GOTESTSUM)
@@ -176,7 +192,7 @@ test-host: $(ENVTEST_ASSETS) $(CERT_MANAGER_CONTROLLER) $(KUSTOMIZE) $(GOTESTSUM
 test-e2e: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM) ## Run the e2e suite on the local cluster (started, or reused when running).
 	mkdir -p $(TEST_LOGS)
 	$(call compile-tests,./test/e2e/...)
-	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
+	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) $(LOCALCLUSTER_NETWORK) -- \
 		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/e2e.json -- $(CLUSTER_TEST_FLAGS) ./test/e2e/...
 
 # The fault campaign (test/chaos): `make test` runs its short fixed seed;
@@ -185,10 +201,17 @@ test-e2e: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM) ## Run the e2e suite o
 SEED ?= 1
 STEPS ?= 10
 
+# make test's run: the short fixed seed (the test's defaults).
+.PHONY: chaos-short
+chaos-short: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM)
+	mkdir -p $(TEST_LOGS)
+	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) $(LOCALCLUSTER_NETWORK) -- \
+		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/chaos.json -- $(CLUSTER_TEST_FLAGS) ./test/chaos
+
 .PHONY: chaos
 chaos: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM) ## Run the randomized fault campaign on the local cluster: make chaos SEED=7 STEPS=40 (or SEED=7,8,9).
 	mkdir -p $(TEST_LOGS)
-	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
+	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) $(LOCALCLUSTER_NETWORK) -- \
 		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/chaos.json -- -count=1 -timeout 120m -v ./test/chaos -args -chaos.seed=$(SEED) -chaos.steps=$(STEPS)
 
 .PHONY: test-tools
@@ -206,7 +229,7 @@ test-report: ## The ten slowest tests of the last `make test`, each timed from w
 
 .PHONY: bench
 bench: localcluster-binaries $(KUSTOMIZE) ## Measure bootstrap, scaling, recovery and roll times, the operator at rest and with many clusters (medians of BENCH_RUNS runs).
-	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
+	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) $(LOCALCLUSTER_NETWORK) -- \
 		$(GO) run ./hack/bench --runs $(BENCH_RUNS) $(BENCH_FLAGS)
 
 .PHONY: verify
@@ -227,8 +250,14 @@ verify: manifests generate bundle catalog ## Fail when generated files differ fr
 
 ##@ Build
 
-.PHONY: build
+.PHONY: build binaries
 build: generate fmt vet ## Build the manager binary into bin/manager and the kubectl etcd plugin into bin/kubectl-etcd.
+	$(MAKE) --no-print-directory binaries
+
+# The same, without generating first: what the local cluster runs is built
+# this way, so that `make test`'s lanes, which build it each, never rewrite
+# a source file another lane is compiling.
+binaries:
 	CGO_ENABLED=0 $(GO) build -o $(LOCALBIN)/manager ./cmd
 	CGO_ENABLED=0 $(GO) build -o $(LOCALBIN)/kubectl-etcd ./cmd/kubectl-etcd
 
@@ -404,7 +433,7 @@ localcluster: ## Build the local cluster's own binary (control plane supervisor 
 # etcdctl goes with the etcd image of its version, as in a real image: the
 # tests run it in member Pods (kubectl exec, exec probes) and as printed by
 # kubectl etcd credentials.
-localcluster-binaries: localcluster build $(KUBE_BINARIES) $(CERT_MANAGER_CONTROLLER) pod-binaries ## Build everything the local cluster runs.
+localcluster-binaries: localcluster binaries $(KUBE_BINARIES) $(CERT_MANAGER_CONTROLLER) pod-binaries ## Build everything the local cluster runs.
 
 # What member, S3 and backup Pods run. Their packages are nearly all their
 # own (etcd and versitygw pin other versions of what they share with the
@@ -414,7 +443,7 @@ pod-binaries: $(foreach v,$(ETCD_MEMBER_VERSIONS),$(LOCALBIN)/etcd-$(v)) $(ETCDC
 
 .PHONY: localcluster-up
 localcluster-up: localcluster-binaries ## Start the local cluster in the background (KUBECONFIG=.localcluster/admin.kubeconfig).
-	$(LOCALCLUSTER) up --detach --state-dir $(LOCALCLUSTER_STATE) --bin-dir $(LOCALBIN) --nodes $(LOCALCLUSTER_NODES)
+	$(LOCALCLUSTER) up --detach --state-dir $(LOCALCLUSTER_STATE) --bin-dir $(LOCALBIN) --nodes $(LOCALCLUSTER_NODES) --network $(LOCALCLUSTER_NETWORK)
 
 # OLM=1: install OLM, then cert-manager and the operator through it, from
 # VERSION's catalog image (bin/images/).
@@ -445,7 +474,7 @@ local-images: $(OPM) ## Make VERSION's bundle and catalog images for the local c
 .PHONY: test-olm-live
 test-olm-live: localcluster-binaries olm-binaries local-images $(OPERATOR_SDK) $(KUSTOMIZE) $(GOTESTSUM) ## Run only the suite that installs and upgrades the operator through the real OLM (test/olmlive) on the local cluster.
 	mkdir -p $(TEST_LOGS)
-	$(OLM_LIVE_ENV) hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) -- \
+	$(OLM_LIVE_ENV) hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) $(LOCALCLUSTER_NETWORK) -- \
 		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/olmlive.json -- -count=1 -timeout 30m $(GOTEST_FLAGS) ./test/olmlive
 
 .PHONY: olm-up

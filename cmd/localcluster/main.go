@@ -1,7 +1,8 @@
 // Command localcluster runs the project's local Kubernetes cluster: a real
 // control plane plus node agents that run pods as isolated host processes.
 //
-//	localcluster up [--detach] [--nodes N]   start it (foreground, or in the background)
+//	localcluster up [--detach] [--nodes N] [--network N]
+//	                                         start it (foreground, or in the background)
 //	localcluster down                        stop it and remove what it created
 //	localcluster fault ACTION [flags]        inject a fault (kill, pause, resume, throttle,
 //	                                         unthrottle, delete-pod, wipe, fill, free, cut,
@@ -50,6 +51,7 @@ func run(args []string) error {
 	stateDir := fs.String("state-dir", ".localcluster", "Directory for everything the cluster writes.")
 	binDir := fs.String("bin-dir", "bin", "Directory of the binaries built by the Makefile.")
 	nodes := fs.Int("nodes", 3, "Number of nodes.")
+	network := fs.Int("network", 0, fmt.Sprintf("Which of the machine's local-cluster networks to run on, 0 to %d: clusters on different networks run side by side (network N: pods on 10.(213+2N).0.0/16, Services on 10.(214+2N).0.0/16, bridge lcbrN).", localcluster.MaxNetwork))
 	kubeVersion := fs.String("kubernetes-version", "v1.37.2", "Version of the kube-* binaries in --bin-dir.")
 	etcdVersion := fs.String("etcd-version", "v3.6.16", "Version of the control plane's etcd in --bin-dir.")
 	detach := fs.Bool("detach", false, "Run in the background and return once the cluster is ready.")
@@ -76,7 +78,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg := localcluster.Config{StateDir: state, BinDir: bin, Nodes: *nodes, KubernetesVersion: *kubeVersion, EtcdVersion: *etcdVersion}
+	cfg := localcluster.Config{StateDir: state, BinDir: bin, Nodes: *nodes, KubernetesVersion: *kubeVersion, EtcdVersion: *etcdVersion, Network: localcluster.Network(*network)}
 
 	switch args[0] {
 	case "up":

@@ -25,10 +25,6 @@ import (
 	"github.com/etcd-operator/etcd-operator/internal/localcluster/netsvc"
 )
 
-// lockFile records which local cluster owns this machine's network names
-// (the bridge, the namespaces): "<pid> <state dir>".
-const lockFile = "/run/etcd-operator-localcluster.lock"
-
 // Cluster is a running local cluster.
 type Cluster struct {
 	cfg    Config
@@ -49,8 +45,8 @@ func Run(ctx context.Context, cfg Config, ready func(*Cluster)) error {
 		return err
 	}
 	defer func() {
-		cleanup(context.Background(), cfg.StateDir)
-		_ = os.Remove(lockFile)
+		cleanup(context.Background(), cfg.StateDir, cfg.Network)
+		_ = os.Remove(cfg.Network.lockFile())
 	}()
 	// Everything started below stops before the cleanup above.
 	ctx, cancel := context.WithCancel(ctx)
@@ -60,7 +56,10 @@ func Run(ctx context.Context, cfg Config, ready func(*Cluster)) error {
 			return err
 		}
 	}
-	if err := setupHostNetwork(ctx); err != nil {
+	if err := os.WriteFile(cfg.networkFile(), []byte(strconv.Itoa(int(cfg.Network))), 0o644); err != nil {
+		return err
+	}
+	if err := setupHostNetwork(ctx, cfg.Network); err != nil {
 		return err
 	}
 
@@ -86,7 +85,7 @@ func Run(ctx context.Context, cfg Config, ready func(*Cluster)) error {
 
 	factory := informers.NewSharedInformerFactory(client, 0)
 	services, slices := factory.Core().V1().Services(), factory.Discovery().V1().EndpointSlices()
-	proxy := netsvc.NewServiceProxy(services.Lister(), slices.Lister(), netsvc.IPAddrManager{Link: ServiceLinkName})
+	proxy := netsvc.NewServiceProxy(services.Lister(), slices.Lister(), netsvc.IPAddrManager{Link: cfg.Network.Bridge()})
 	trigger := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { proxy.Trigger() },
 		UpdateFunc: func(any, any) { proxy.Trigger() },
@@ -99,7 +98,7 @@ func Run(ctx context.Context, cfg Config, ready func(*Cluster)) error {
 	go proxy.Run(ctx, 10*time.Second)
 	dns := netsvc.NewDNS(ClusterDomain, services.Lister(), slices.Lister())
 	dnsErr := make(chan error, 1)
-	go func() { dnsErr <- dns.Serve(ctx, GatewayIP+":53") }()
+	go func() { dnsErr <- dns.Serve(ctx, cfg.Network.GatewayIP()+":53") }()
 	go (&provisioner{cfg: cfg, client: client}).run(ctx)
 
 	broadcaster := record.NewBroadcaster()
@@ -157,37 +156,40 @@ func Run(ctx context.Context, cfg Config, ready func(*Cluster)) error {
 // Client is the admin client of the cluster.
 func (c *Cluster) Client() kubernetes.Interface { return c.client }
 
-// takeOver makes this run the owner of the machine's local-cluster network
-// names, cleaning up after an earlier run that did not stop cleanly. It
-// refuses while another local cluster runs.
+// takeOver makes this run the owner of its network's names (the bridge,
+// the namespaces), cleaning up after an earlier run on the network that
+// did not stop cleanly. It refuses while another local cluster runs on
+// the network.
 func takeOver(ctx context.Context, cfg Config) error {
-	if data, err := os.ReadFile(lockFile); err == nil {
+	n := cfg.Network
+	if data, err := os.ReadFile(n.lockFile()); err == nil {
 		fields := strings.Fields(string(data))
 		if len(fields) == 2 {
 			pid, _ := strconv.Atoi(fields[0])
 			if pid > 0 && pid != os.Getpid() && pidAlive(pid) {
-				return fmt.Errorf("a local cluster from %s is running (pid %d); stop it first with `localcluster down --state-dir %s`", fields[1], pid, fields[1])
+				return fmt.Errorf("a local cluster from %s is running on network %d (pid %d); stop it first with `localcluster down --state-dir %s`, or use another --network", fields[1], n, pid, fields[1])
 			}
-			cleanup(ctx, fields[1])
+			cleanup(ctx, fields[1], n)
 		}
 	}
-	cleanup(ctx, cfg.StateDir)
+	cleanup(ctx, cfg.StateDir, n)
 	if err := os.RemoveAll(cfg.StateDir); err != nil {
 		return fmt.Errorf("removing the previous state in %s: %w", cfg.StateDir, err)
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(lockFile, []byte(fmt.Sprintf("%d %s", os.Getpid(), cfg.StateDir)), 0o644)
+	return os.WriteFile(n.lockFile(), []byte(fmt.Sprintf("%d %s", os.Getpid(), cfg.StateDir)), 0o644)
 }
 
-// cleanup removes what a local cluster with this state directory may have
-// left: its processes, mounts, network namespaces and links.
-func cleanup(ctx context.Context, stateDir string) {
+// cleanup removes what a local cluster with this state directory on
+// network n may have left: its processes, mounts, network namespaces and
+// links.
+func cleanup(ctx context.Context, stateDir string, n Network) {
 	killRecorded(filepath.Join(stateDir, "pids"))
 	killPods(filepath.Join(stateDir, "pods"))
 	unmountUnder(ctx, stateDir)
-	cleanupHostNetwork(ctx)
+	cleanupHostNetwork(ctx, n)
 	cleanupThrottles()
 	_ = os.Remove(filepath.Join(stateDir, "ready"))
 	_ = os.Remove(filepath.Join(stateDir, "control.sock"))

@@ -42,22 +42,23 @@ const (
 func (cp *controlPlane) start(ctx context.Context) (*kubernetes.Clientset, error) {
 	cfg := cp.cfg
 	p := cfg.pki()
-	if err := p.generate([]net.IP{net.ParseIP(GatewayIP), net.ParseIP(KubernetesServiceIP)}, ClusterDomain); err != nil {
+	if err := p.generate([]net.IP{net.ParseIP(cfg.Network.GatewayIP()), net.ParseIP(cfg.Network.KubernetesServiceIP())}, ClusterDomain); err != nil {
 		return nil, fmt.Errorf("generating certificates: %w", err)
 	}
-	if err := writeKubeconfig(cfg.Kubeconfig(), p); err != nil {
+	if err := writeKubeconfig(cfg.Kubeconfig(), cfg.Network, p); err != nil {
 		return nil, err
 	}
 
-	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClientPort)
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(cfg.Network.localPort(etcdClientPort))
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(cfg.Network.localPort(etcdPeerPort))
 	etcd := cp.add("etcd", cfg.bin("etcd-"+cfg.EtcdVersion),
 		"--name=controlplane",
 		"--data-dir="+filepath.Join(cfg.StateDir, "etcd"),
 		"--listen-client-urls="+etcdURL,
 		"--advertise-client-urls="+etcdURL,
-		"--listen-peer-urls=http://127.0.0.1:"+strconv.Itoa(etcdPeerPort),
-		"--initial-advertise-peer-urls=http://127.0.0.1:"+strconv.Itoa(etcdPeerPort),
-		"--initial-cluster=controlplane=http://127.0.0.1:"+strconv.Itoa(etcdPeerPort),
+		"--listen-peer-urls="+peerURL,
+		"--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=controlplane="+peerURL,
 		"--unsafe-no-fsync",
 	)
 	if err := etcd.start(); err != nil {
@@ -69,13 +70,13 @@ func (cp *controlPlane) start(ctx context.Context) (*kubernetes.Clientset, error
 
 	apiserver := cp.add("kube-apiserver", cfg.kubeBin("kube-apiserver"),
 		"--etcd-servers="+etcdURL,
-		"--bind-address="+GatewayIP,
-		"--advertise-address="+GatewayIP,
+		"--bind-address="+cfg.Network.GatewayIP(),
+		"--advertise-address="+cfg.Network.GatewayIP(),
 		"--secure-port="+strconv.Itoa(APIServerPort),
 		"--tls-cert-file="+p.path("apiserver.crt"),
 		"--tls-private-key-file="+p.path("apiserver.key"),
 		"--client-ca-file="+p.path("ca.crt"),
-		"--service-cluster-ip-range="+ServiceNetwork,
+		"--service-cluster-ip-range="+cfg.Network.ServiceNetwork(),
 		"--service-account-issuer=https://kubernetes.default.svc."+ClusterDomain,
 		"--service-account-key-file="+p.path("sa.pub"),
 		"--service-account-signing-key-file="+p.path("sa.key"),
@@ -129,7 +130,7 @@ func (cp *controlPlane) start(ctx context.Context) (*kubernetes.Clientset, error
 		"--controllers=*,bootstrapsigner,tokencleaner",
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(kcmPort),
+		"--secure-port="+strconv.Itoa(cfg.Network.localPort(kcmPort)),
 		"--node-monitor-grace-period=20s",
 		"--cluster-name=localcluster",
 	)
@@ -139,7 +140,7 @@ func (cp *controlPlane) start(ctx context.Context) (*kubernetes.Clientset, error
 		"--authorization-kubeconfig="+cfg.Kubeconfig(),
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(schedulerPort),
+		"--secure-port="+strconv.Itoa(cfg.Network.localPort(schedulerPort)),
 	)
 	for _, proc := range []*process{kcm, scheduler} {
 		if err := proc.start(); err != nil {
@@ -191,7 +192,7 @@ func waitHTTP(ctx context.Context, p *process, url string) error {
 
 // writeKubeconfig writes the admin kubeconfig, pointing at kube-apiserver
 // on the gateway address.
-func writeKubeconfig(path string, p pki) error {
+func writeKubeconfig(path string, n Network, p pki) error {
 	ca, err := os.ReadFile(p.path("ca.crt"))
 	if err != nil {
 		return err
@@ -205,7 +206,7 @@ func writeKubeconfig(path string, p pki) error {
 		return err
 	}
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["localcluster"] = &clientcmdapi.Cluster{Server: "https://" + net.JoinHostPort(GatewayIP, strconv.Itoa(APIServerPort)), CertificateAuthorityData: ca}
+	kc.Clusters["localcluster"] = &clientcmdapi.Cluster{Server: "https://" + net.JoinHostPort(n.GatewayIP(), strconv.Itoa(APIServerPort)), CertificateAuthorityData: ca}
 	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: crt, ClientKeyData: key}
 	kc.Contexts["localcluster"] = &clientcmdapi.Context{Cluster: "localcluster", AuthInfo: "admin", Namespace: "default"}
 	kc.CurrentContext = "localcluster"

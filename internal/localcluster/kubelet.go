@@ -27,7 +27,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 )
 
-// KubeletPortBase is the port of the first node's kubelet API on GatewayIP;
+// KubeletPortBase is the port of the first node's kubelet API on the GatewayIP;
 // node i serves it on KubeletPortBase+i, as its Node's daemon endpoint says.
 const KubeletPortBase = 10250
 
@@ -63,7 +63,7 @@ func (n *node) serveKubeletAPI(ctx context.Context) (*http.Server, error) {
 	}
 	clientCAs := x509.NewCertPool()
 	clientCAs.AppendCertsFromPEM(caPEM)
-	ln, err := net.Listen("tcp", net.JoinHostPort(GatewayIP, strconv.Itoa(n.kubeletPort())))
+	ln, err := net.Listen("tcp", net.JoinHostPort(n.cfg.Network.GatewayIP(), strconv.Itoa(n.kubeletPort())))
 	if err != nil {
 		return nil, fmt.Errorf("node %s: serving the kubelet API: %w", n.name, err)
 	}

@@ -9,19 +9,20 @@ import (
 	"strings"
 )
 
-// bridgeMAC is the bridge's own, fixed MAC address. Without it a bridge
-// takes the lowest MAC of its ports, and changes it when that pod goes:
-// every other pod then sends to the gateway's old MAC until its ARP entry
-// expires, a minute of silence to the API server and the ClusterIPs.
-const bridgeMAC = "02:00:0a:d5:00:01"
+// bridgeMAC is the bridge's own, fixed MAC address, the gateway address's
+// (podMAC). Without it a bridge takes the lowest MAC of its ports, and
+// changes it when that pod goes: every other pod then sends to the
+// gateway's old MAC until its ARP entry expires, a minute of silence to
+// the API server and the ClusterIPs.
+func (n Network) bridgeMAC() string { return podMAC(n.GatewayIP()) }
 
 // setupHostNetwork creates the bridge the pods attach to, with the gateway
 // address; the ClusterIPs are added to it as they appear.
-func setupHostNetwork(ctx context.Context) error {
+func setupHostNetwork(ctx context.Context, n Network) error {
 	steps := [][]string{
-		{"link", "add", BridgeName, "address", bridgeMAC, "type", "bridge"},
-		{"addr", "add", GatewayIP + "/16", "dev", BridgeName},
-		{"link", "set", BridgeName, "up"},
+		{"link", "add", n.Bridge(), "address", n.bridgeMAC(), "type", "bridge"},
+		{"addr", "add", n.GatewayIP() + "/16", "dev", n.Bridge()},
+		{"link", "set", n.Bridge(), "up"},
 	}
 	for _, s := range steps {
 		if err := run(ctx, "ip", s...); err != nil {
@@ -31,16 +32,17 @@ func setupHostNetwork(ctx context.Context) error {
 	return nil
 }
 
-// cleanupHostNetwork removes every network namespace, link and address the
-// local cluster creates; it is safe to call when some or all are gone.
-func cleanupHostNetwork(ctx context.Context) {
+// cleanupHostNetwork removes every network namespace, link and address a
+// local cluster on network n creates; it is safe to call when some or all
+// are gone.
+func cleanupHostNetwork(ctx context.Context, n Network) {
 	for _, ns := range listNetns() {
-		if strings.HasPrefix(ns, netnsPrefix) {
+		if strings.HasPrefix(ns, n.netnsPrefix()) {
 			_ = run(ctx, "ip", "netns", "del", ns)
 		}
 	}
-	if linkExists(BridgeName) {
-		_ = run(ctx, "ip", "link", "del", BridgeName)
+	if linkExists(n.Bridge()) {
+		_ = run(ctx, "ip", "link", "del", n.Bridge())
 	}
 }
 
@@ -62,11 +64,12 @@ type podNetwork struct {
 	netns    string // name under /run/netns
 	hostVeth string // the host end of the pod's veth pair
 	ip       string
+	host     Network
 }
 
-func newPodNetwork(podUID, ip string) podNetwork {
+func newPodNetwork(host Network, podUID, ip string) podNetwork {
 	id := podNetworkID(podUID)
-	return podNetwork{netns: netnsPrefix + id, hostVeth: "lcv" + id, ip: ip}
+	return podNetwork{netns: host.netnsPrefix() + id, hostVeth: "lcv" + id, ip: ip, host: host}
 }
 
 // podNetworkID names the network of the Pod of UID podUID.
@@ -81,7 +84,9 @@ func podNetworkID(podUID string) string {
 // PodNetnsPath is the network namespace of the Pod of UID podUID while it
 // runs on a node: it is removed, with every socket in it, once the Pod is
 // gone.
-func PodNetnsPath(podUID string) string { return "/run/netns/" + netnsPrefix + podNetworkID(podUID) }
+func (n Network) PodNetnsPath(podUID string) string {
+	return "/run/netns/" + n.netnsPrefix() + podNetworkID(podUID)
+}
 
 func (n podNetwork) netnsPath() string { return "/run/netns/" + n.netns }
 
@@ -93,11 +98,11 @@ func (n podNetwork) setup(ctx context.Context) error {
 	steps := [][]string{
 		{"netns", "add", n.netns},
 		{"link", "add", n.hostVeth, "type", "veth", "peer", "name", "eth0", "address", podMAC(n.ip), "netns", n.netns},
-		{"link", "set", n.hostVeth, "master", BridgeName, "up"},
+		{"link", "set", n.hostVeth, "master", n.host.Bridge(), "up"},
 		{"-n", n.netns, "link", "set", "lo", "up"},
 		{"-n", n.netns, "addr", "add", n.ip + "/16", "dev", "eth0"},
 		{"-n", n.netns, "link", "set", "eth0", "up"},
-		{"-n", n.netns, "route", "add", "default", "via", GatewayIP},
+		{"-n", n.netns, "route", "add", "default", "via", n.host.GatewayIP()},
 	}
 	for _, s := range steps {
 		if err := run(ctx, "ip", s...); err != nil {

@@ -208,7 +208,7 @@ func (n *node) worker(namespace, name string) *podWorker {
 }
 
 func (n *node) allocateIP() (string, error) {
-	cidr := nodePodCIDR(n.index)
+	cidr := n.cfg.Network.nodePodCIDR(n.index)
 	base := cidr.IP.To4()
 	for i := 2; i < 255; i++ {
 		ip := net.IPv4(base[0], base[1], base[2], byte(i)).String()
@@ -234,7 +234,7 @@ func (n *node) register(ctx context.Context) error {
 			corev1.LabelOSStable:   "linux",
 			corev1.LabelArchStable: "amd64",
 		}},
-		Spec: corev1.NodeSpec{PodCIDR: nodePodCIDR(n.index).String(), PodCIDRs: []string{nodePodCIDR(n.index).String()}},
+		Spec: corev1.NodeSpec{PodCIDR: n.cfg.Network.nodePodCIDR(n.index).String(), PodCIDRs: []string{n.cfg.Network.nodePodCIDR(n.index).String()}},
 	}
 	node, err := n.client.CoreV1().Nodes().Create(ctx, want, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -276,7 +276,7 @@ func (n *node) updateNodeStatus(ctx context.Context, node *corev1.Node) error {
 		Capacity:        n.allocatable(),
 		Allocatable:     n.allocatable(),
 		Conditions:      conds,
-		Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: GatewayIP}, {Type: corev1.NodeHostName, Address: n.name}},
+		Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.cfg.Network.GatewayIP()}, {Type: corev1.NodeHostName, Address: n.name}},
 		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(n.kubeletPort())}},
 		NodeInfo: corev1.NodeSystemInfo{
 			KubeletVersion:          n.cfg.KubernetesVersion,

@@ -49,7 +49,7 @@ func newPodWorker(n *node, pod *corev1.Pod, ip string) *podWorker {
 		node:    n,
 		dir:     dir,
 		pod:     pod,
-		net:     newPodNetwork(string(pod.UID), ip),
+		net:     newPodNetwork(n.cfg.Network, string(pod.UID), ip),
 		volumes: newPodVolumes(n.client, dir, n.allocatable()),
 		updates: make(chan *corev1.Pod, 1),
 		probed:  make(chan struct{}, 1),
@@ -142,7 +142,7 @@ func (w *podWorker) sync(ctx context.Context) (bool, error) {
 	// knows before the API server does.
 	pod = pod.DeepCopy()
 	pod.Status.PodIP, pod.Status.PodIPs = w.net.ip, []corev1.PodIP{{IP: w.net.ip}}
-	pod.Status.HostIP, pod.Status.HostIPs = GatewayIP, []corev1.HostIP{{IP: GatewayIP}}
+	pod.Status.HostIP, pod.Status.HostIPs = w.net.host.GatewayIP(), []corev1.HostIP{{IP: w.net.host.GatewayIP()}}
 	policy := pod.Spec.RestartPolicy
 	if w.runInits(ctx, pod, policy) {
 		for _, c := range w.containers {
@@ -212,7 +212,7 @@ func (w *podWorker) startContainer(ctx context.Context, pod *corev1.Pod, c *cont
 		BinDir:   w.node.cfg.BinDir,
 		Mounts:   mounts,
 		Argv:     bins.argv(argv),
-		Env:      mergeEnv(baseEnv(pod, len(img.Binaries) > 0), env),
+		Env:      mergeEnv(baseEnv(pod, w.net.host, len(img.Binaries) > 0), env),
 		WorkDir:  c.spec.WorkingDir,
 		// Linked whenever the image has binaries: a container's own PATH
 		// may name imageBinDir too.
@@ -314,7 +314,7 @@ func (w *podWorker) writeNetworkFiles(pod *corev1.Pod) error {
 		fqdn = fmt.Sprintf("%s.%s.%s.svc.%s", host, pod.Spec.Subdomain, pod.Namespace, ClusterDomain)
 	}
 	hosts := fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n%s\t%s %s\n", w.net.ip, fqdn, host)
-	resolv := fmt.Sprintf("search %s.svc.%s svc.%s %s\nnameserver %s\noptions ndots:5\n", pod.Namespace, ClusterDomain, ClusterDomain, ClusterDomain, GatewayIP)
+	resolv := fmt.Sprintf("search %s.svc.%s svc.%s %s\nnameserver %s\noptions ndots:5\n", pod.Namespace, ClusterDomain, ClusterDomain, ClusterDomain, w.net.host.GatewayIP())
 	for name, content := range map[string]string{"hosts": hosts, "resolv.conf": resolv, "hostname": host + "\n"} {
 		if err := os.WriteFile(filepath.Join(w.dir, name), []byte(content), 0o644); err != nil {
 			return err
@@ -329,10 +329,10 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 
 // baseEnv is what every container's environment starts with: a PATH, its
 // hostname, and the kubernetes Service's address, which a kubelet always
-// adds and in-cluster clients need. With imageBinaries (the image has
+// adds and in-cluster clients need (on network host). With imageBinaries (the image has
 // binaries of its own, linked in imageBinDir) the PATH starts with
 // imageBinDir, so the container runs them by name as in the real image.
-func baseEnv(pod *corev1.Pod, imageBinaries bool) []string {
+func baseEnv(pod *corev1.Pod, host Network, imageBinaries bool) []string {
 	path := defaultPath
 	if imageBinaries {
 		path = imageBinDir + ":" + path
@@ -341,10 +341,10 @@ func baseEnv(pod *corev1.Pod, imageBinaries bool) []string {
 		"PATH=" + path,
 		"HOSTNAME=" + podHostname(pod),
 		"HOME=/root",
-		"KUBERNETES_SERVICE_HOST=" + KubernetesServiceIP,
+		"KUBERNETES_SERVICE_HOST=" + host.KubernetesServiceIP(),
 		"KUBERNETES_SERVICE_PORT=443",
 		"KUBERNETES_SERVICE_PORT_HTTPS=443",
-		"KUBERNETES_PORT=tcp://" + KubernetesServiceIP + ":443",
+		"KUBERNETES_PORT=tcp://" + host.KubernetesServiceIP() + ":443",
 	}
 }
 
@@ -524,8 +524,8 @@ func (w *podWorker) status(pod *corev1.Pod) corev1.PodStatus {
 	status := corev1.PodStatus{
 		Phase:                 phase,
 		Conditions:            conds,
-		HostIP:                GatewayIP,
-		HostIPs:               []corev1.HostIP{{IP: GatewayIP}},
+		HostIP:                w.net.host.GatewayIP(),
+		HostIPs:               []corev1.HostIP{{IP: w.net.host.GatewayIP()}},
 		StartTime:             &w.startTime,
 		InitContainerStatuses: initStatuses,
 		ContainerStatuses:     statuses,

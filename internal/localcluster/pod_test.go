@@ -17,10 +17,10 @@ func TestContainerEnv(t *testing.T) {
 	rest := []string{
 		"HOSTNAME=etcd-0",
 		"HOME=/root",
-		"KUBERNETES_SERVICE_HOST=" + KubernetesServiceIP,
+		"KUBERNETES_SERVICE_HOST=10.216.0.1",
 		"KUBERNETES_SERVICE_PORT=443",
 		"KUBERNETES_SERVICE_PORT_HTTPS=443",
-		"KUBERNETES_PORT=tcp://" + KubernetesServiceIP + ":443",
+		"KUBERNETES_PORT=tcp://10.216.0.1:443",
 	}
 	with := func(first string, more ...string) []string {
 		return append(append([]string{first}, rest...), more...)
@@ -46,7 +46,7 @@ func TestContainerEnv(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := mergeEnv(baseEnv(pod, tt.imageBinaries), tt.env); !reflect.DeepEqual(got, tt.want) {
+			if got := mergeEnv(baseEnv(pod, 1, tt.imageBinaries), tt.env); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("environment:\n got %q\nwant %q", got, tt.want)
 			}
 		})

@@ -179,7 +179,7 @@ func TestQuorumLostForGood(t *testing.T) {
 		if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: m}, pod); err != nil {
 			t.Fatal(err)
 		}
-		netns = append(netns, localcluster.PodNetnsPath(string(pod.UID)))
+		netns = append(netns, env.Network.PodNetnsPath(string(pod.UID)))
 		if err := k8sClient.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
 			t.Fatal(err)
 		}

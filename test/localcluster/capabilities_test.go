@@ -12,8 +12,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-
-	"github.com/etcd-operator/etcd-operator/internal/localcluster"
 )
 
 // etcdPod is a single-member etcd, a real server to reach over the network.
@@ -218,7 +216,7 @@ func TestBridgeKeepsItsAddress(t *testing.T) {
 	ns := newNamespace(ctx, t)
 	mac := func() string {
 		t.Helper()
-		b, err := os.ReadFile("/sys/class/net/" + localcluster.BridgeName + "/address")
+		b, err := os.ReadFile("/sys/class/net/" + env.Network.Bridge() + "/address")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ package support
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -38,6 +39,7 @@ type Env struct {
 	Config   *rest.Config
 	Client   kubernetes.Interface
 	Faults   *localcluster.Faults
+	Network  localcluster.Network // the machine's network the cluster runs on
 }
 
 // Kubeconfig is the path of the cluster's admin kubeconfig.
@@ -48,7 +50,8 @@ func (e *Env) Bin(name string) string { return filepath.Join(e.Root, "bin", name
 
 // Start starts the local cluster from the repository at root, or reuses the
 // one running from the same state directory ($LOCALCLUSTER_STATE, default
-// <root>/.localcluster). The returned stop function stops it if Start
+// <root>/.localcluster; one it starts runs on $LOCALCLUSTER_NETWORK,
+// default 0). The returned stop function stops it if Start
 // started it, unless $LOCALCLUSTER_KEEP is set.
 func Start(root string) (*Env, func(), error) {
 	root, err := filepath.Abs(root)
@@ -65,7 +68,8 @@ func Start(root string) (*Env, func(), error) {
 	}
 	stop := func() {}
 	if _, running := localcluster.RunningPid(env.StateDir); !running {
-		up := exec.Command(bin, "up", "--detach", "--state-dir", env.StateDir, "--bin-dir", filepath.Join(root, "bin"), "--nodes", "3")
+		up := exec.Command(bin, "up", "--detach", "--state-dir", env.StateDir, "--bin-dir", filepath.Join(root, "bin"), "--nodes", "3",
+			"--network", cmp.Or(os.Getenv("LOCALCLUSTER_NETWORK"), "0"))
 		up.Stdout, up.Stderr = os.Stdout, os.Stderr
 		if err := up.Run(); err != nil {
 			return nil, nil, fmt.Errorf("starting the local cluster: %w", err)
@@ -87,6 +91,10 @@ func Start(root string) (*Env, func(), error) {
 	// on each other, not on the cluster.
 	env.Config.QPS, env.Config.Burst = 100, 200
 	if env.Client, err = kubernetes.NewForConfig(env.Config); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	if env.Network, err = localcluster.ReadNetwork(env.StateDir); err != nil {
 		stop()
 		return nil, nil, err
 	}
