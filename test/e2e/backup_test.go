@@ -798,9 +798,9 @@ func TestBackupDuringRollAndReplacement(t *testing.T) {
 		return acked
 	}
 
-	// A merge patch, not an update: the operator writes the object too
-	// (it seals the founders after the cluster is Ready), and an update
-	// from a stale copy is refused with a conflict.
+	// A merge patch, not an update: the operator writes the cluster's
+	// status meanwhile, which moves the object's resourceVersion too, and
+	// an update from the copy read before is refused with a conflict.
 	patch := client.MergeFrom(c.DeepCopy())
 	c.Spec.Options = map[string]string{"snapshot-count": "20000"}
 	if err := k8sClient.Patch(ctx, c, patch); err != nil {
