@@ -755,9 +755,9 @@ func memberPods(ctx context.Context, tg *target) []corev1.Pod {
 	return slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil || p.Status.PodIP == "" })
 }
 
-// sampler asks every member, once a second, for a linearizable read, and
-// the cluster for its member list, to judge the operator's removals and
-// in-place rolls afterwards.
+// sampler asks every member, a second after its last look, for a
+// linearizable read, and the cluster for its member list, to judge the
+// operator's removals and in-place rolls afterwards.
 type sampler struct {
 	target  *target
 	mu      sync.Mutex
@@ -768,6 +768,24 @@ type sampler struct {
 	// quorum that would come back reported as gone.
 	lostForGood []string
 }
+
+// healthReadTimeout is how long a member's linearizable read may take in
+// a sample for the member to count in the quorum. A member that answers
+// late is slow, not gone: it acks the leader's appends, which is what a
+// quorum is. With 1 s, seed 1 failed on 2026-12-07 on a machine running
+// three local clusters and a compile: a removal of an outdated member of
+// `two` (its volume just filled) was flagged because one of the two
+// others, promoted 5 s before, did not answer within 1 s, before and
+// after; the removal itself had committed, and that needed both others'
+// acks, or the removed member's and one other's. The operator judges
+// health with the same read, within the etcd client's call timeout (5 s).
+// A member paused, cut or stopped still times out.
+const healthReadTimeout = 3 * time.Second
+
+// sampleWindow is how far from an event the samples that judge it may
+// start: a look takes up to a second for the member list and
+// healthReadTimeout for the reads, and looks are a second apart.
+const sampleWindow = time.Second + time.Second + healthReadTimeout
 
 // sample is one look: the voters and learners by name, and which members
 // answered a linearizable read.
@@ -845,7 +863,7 @@ func (s *sampler) look(ctx context.Context) (sample, bool) {
 			s.clients[p.Status.PodIP] = cli
 		}
 		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			cctx, cancel := context.WithTimeout(ctx, healthReadTimeout)
 			defer cancel()
 			_, err := cli.Get(cctx, "/chaos/health")
 			mu.Lock()
@@ -914,16 +932,16 @@ func (s *sampler) violations(ctx context.Context, tg *target) []string {
 	return out
 }
 
-// around finds the last sample at most 2 s before at and the first at
-// most 3 s after.
+// around finds the last sample that started at most sampleWindow before
+// at and the first that started at most sampleWindow after.
 func (s *sampler) around(at time.Time) (before, after sample, ok bool) {
 	var b, a *sample
 	for i := range s.samples {
 		smp := &s.samples[i]
-		if !smp.at.After(at) && at.Sub(smp.at) <= 2*time.Second {
+		if !smp.at.After(at) && at.Sub(smp.at) <= sampleWindow {
 			b = smp
 		}
-		if smp.at.After(at) && smp.at.Sub(at) <= 3*time.Second && a == nil {
+		if smp.at.After(at) && smp.at.Sub(at) <= sampleWindow && a == nil {
 			a = smp
 		}
 	}
