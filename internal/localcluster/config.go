@@ -129,7 +129,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("nodes must be at least 1, got %d", c.Nodes)
 	}
 	if c.Network < 0 || c.Network > MaxNetwork {
-		return fmt.Errorf("network must be 0 to %d, got %d", MaxNetwork, c.Network)
+		return fmt.Errorf("--network must be 0 to %d (one of the machine's local-cluster networks), got %d", MaxNetwork, c.Network)
 	}
 	for _, p := range []string{c.kubeBin("kube-apiserver"), c.kubeBin("kube-controller-manager"), c.kubeBin("kube-scheduler"), c.bin("etcd-" + c.EtcdVersion)} {
 		if _, err := os.Stat(p); err != nil {
