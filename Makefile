@@ -163,7 +163,7 @@ test-cluster: compile-cluster-tests localcluster-binaries $(KUSTOMIZE) $(GOTESTS
 
 .PHONY: test-cluster-1
 test-cluster-1: compile-cluster-tests localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM)
-	$(MAKE) --no-print-directory $(LOCALCLUSTER_1) chaos-short
+	$(MAKE) --no-print-directory $(LOCALCLUSTER_1) chaos SEED=1 STEPS=10
 	$(olm-tools)
 	$(MAKE) --no-print-directory $(LOCALCLUSTER_1) test-olm-live
 
@@ -200,13 +200,6 @@ test-e2e: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM) ## Run the e2e suite o
 # cluster), longer.
 SEED ?= 1
 STEPS ?= 10
-
-# make test's run: the short fixed seed (the test's defaults).
-.PHONY: chaos-short
-chaos-short: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM)
-	mkdir -p $(TEST_LOGS)
-	hack/with-localcluster.sh $(LOCALCLUSTER) $(LOCALCLUSTER_STATE) $(LOCALBIN) $(LOCALCLUSTER_NODES) $(LOCALCLUSTER_NETWORK) -- \
-		$(GOTESTSUM) --format testname --jsonfile $(TEST_LOGS)/chaos.json -- $(CLUSTER_TEST_FLAGS) ./test/chaos
 
 .PHONY: chaos
 chaos: localcluster-binaries $(KUSTOMIZE) $(GOTESTSUM) ## Run the randomized fault campaign on the local cluster: make chaos SEED=7 STEPS=40 (or SEED=7,8,9).

@@ -328,10 +328,11 @@ func (w *podWorker) writeNetworkFiles(pod *corev1.Pod) error {
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // baseEnv is what every container's environment starts with: a PATH, its
-// hostname, and the kubernetes Service's address, which a kubelet always
-// adds and in-cluster clients need (on network host). With imageBinaries (the image has
-// binaries of its own, linked in imageBinDir) the PATH starts with
-// imageBinDir, so the container runs them by name as in the real image.
+// hostname, and the address of the kubernetes Service of network host,
+// which a kubelet always adds and in-cluster clients need. With
+// imageBinaries (the image has binaries of its own, linked in imageBinDir)
+// the PATH starts with imageBinDir, so the container runs them by name as
+// in the real image.
 func baseEnv(pod *corev1.Pod, host Network, imageBinaries bool) []string {
 	path := defaultPath
 	if imageBinaries {
